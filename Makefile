@@ -1,0 +1,28 @@
+# Two entry points: `make demo` (a live run watched at http://127.0.0.1:8501) and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench serve clean
+
+$(STAMP): requirements.txt requirements-app.txt requirements-dev.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-dev.txt
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m app demo
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache
