@@ -1,0 +1,116 @@
+"""The DuckDB file: opening it (with a clear message when another process holds it),
+migrations, and one cursor per thread.
+
+DuckDB allows one process to open a file for writing and no other process to read it at the
+same time, so the server opens it once and every thread works through its own cursor.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+
+from app.db import queries
+from app.errors import CliffwatchError
+
+_LOCK_PID = re.compile(r"PID (\d+)")
+
+
+class Database:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        allowed_dirs: list[str] | tuple[str, ...] = (),
+        memory_limit: str = "256MB",
+        wait_s: float = 10.0,
+    ):
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise CliffwatchError(
+                f"no database at {self.path}; run `python -m app ingest --logdir DIR --once` "
+                "or start `python -m app serve --logdir DIR` first"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = _connect(self.path, read_only, wait_s)
+        _run(self.con, "db/memory_limit", {"limit": memory_limit})
+        if not read_only:
+            migrate(self.con)
+        _lock_down(self.con, allowed_dirs)
+        self._local = threading.local()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor (DuckDB connections must not be shared between threads)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._local.cursor = self.con.cursor()
+        return cur
+
+    def run(self, name: str, params: dict | None = None, identifiers: dict | None = None):
+        """Run a named query on this thread's cursor; returns the DuckDB result."""
+        query = queries.load(name)
+        return self.cursor().execute(query.text(identifiers), query.bind(params or {}))
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise CliffwatchError(f"cannot open database {path}: {exc}") from None
+            if time.monotonic() >= deadline:
+                raise CliffwatchError(_lock_message(path, str(exc))) from None
+            time.sleep(0.2)
+
+
+def _lock_message(path: Path, detail: str) -> str:
+    pid = _LOCK_PID.search(detail)
+    holder = f"process {pid.group(1)}" if pid else "another process"
+    return (
+        f"database {path} is held by {holder}. If that is a cliffwatch server, run the command "
+        f"with --logdir so it talks to the server over HTTP; otherwise stop that process or "
+        f"pass --db with another file."
+    )
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
+    _run(con, "db/migrations_table")
+    done = {row[0] for row in _run(con, "db/migrations_done").fetchall()}
+    applied = []
+    for name, sql in queries.migrations():
+        if name in done:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        con.execute(sql)
+        _run(con, "db/migration_record", {"name": name})
+        con.execute("COMMIT")
+        applied.append(name)
+    return applied
+
+
+def _run(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None):
+    query = queries.load(name)
+    return con.execute(query.text(), query.bind(params or {}))
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
+    """No file access outside the log directory and scratch space, for every cursor.
+
+    Ad-hoc SQL runs through cursors of this connection; with external access off, a query
+    cannot read /etc/passwd or write files. Arrow tables must then be register()ed by name.
+    """
+    dirs = [str(Path(d).resolve()) + "/" for d in allowed_dirs]
+    _run(con, "db/allow_dirs", {"dirs": dirs})
+    _run(con, "db/disable_external_access")

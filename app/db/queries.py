@@ -1,0 +1,108 @@
+"""Named SQL queries, loaded from ``queries/NAME.sql``.
+
+Each file starts with a ``--`` header that documents it, for example::
+
+    -- title: Time gaps
+    -- description: Seconds and steps between consecutive logged lines.
+    -- param run: run id (example: 'seed-cliff')
+    -- identifier table: table to alter (example: metrics_all)
+
+Values are always bound as DuckDB ``$name`` parameters. The only text ever substituted is an
+``identifier`` (a table or column name, which SQL cannot bind), and it is quoted first.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.errors import CliffwatchError
+
+QUERY_DIR = Path(__file__).resolve().parents[2] / "queries"
+_HEADER = re.compile(r"^--\s*(title|description|param|identifier)\s*(\w*)\s*:\s*(.*)$")
+_EXAMPLE = re.compile(r"\(example:\s*(.*)\)\s*$")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    help: str
+    example: str | None  # SQL literal text, used by tests and `sql --query NAME --help`
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    title: str
+    description: str
+    sql: str
+    params: dict[str, Param] = field(default_factory=dict)
+    identifiers: dict[str, Param] = field(default_factory=dict)
+
+    def text(self, identifiers: dict[str, str] | None = None) -> str:
+        sql = self.sql
+        for name in self.identifiers:
+            if not identifiers or name not in identifiers:
+                raise CliffwatchError(f"query {self.name!r} needs identifier {name!r}")
+            sql = sql.replace("{" + name + "}", quote_identifier(identifiers[name]))
+        return sql
+
+    def bind(self, values: dict) -> dict:
+        """Only the declared parameters, each present; a missing one is a user error."""
+        missing = [p for p in self.params if p not in values]
+        if missing:
+            names = ", ".join(f"{p} ({self.params[p].help})" for p in missing)
+            raise CliffwatchError(f"query {self.name!r} needs parameter(s): {names}")
+        return {p: values[p] for p in self.params}
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def parse(name: str, text: str) -> Query:
+    meta = {"title": name, "description": ""}
+    params: dict[str, Param] = {}
+    identifiers: dict[str, Param] = {}
+    for line in text.splitlines():
+        match = _HEADER.match(line.strip())
+        if not match:
+            if line.strip() and not line.lstrip().startswith("--"):
+                break
+            continue
+        key, pname, value = match.groups()
+        if key in ("param", "identifier"):
+            example = _EXAMPLE.search(value)
+            target = params if key == "param" else identifiers
+            help_text = _EXAMPLE.sub("", value).strip()
+            target[pname] = Param(pname, help_text, example.group(1) if example else None)
+        else:
+            meta[key] = value.strip()
+    return Query(name, meta["title"], meta["description"], text, params, identifiers)
+
+
+@functools.cache
+def load(name: str) -> Query:
+    path = QUERY_DIR / f"{name}.sql"
+    if not re.fullmatch(r"[a-z0-9_]+(/[a-z0-9_]+)?", name) or not path.is_file():
+        known = ", ".join(names())
+        raise CliffwatchError(f"no query named {name!r}; known queries: {known}", status=404)
+    return parse(name, path.read_text())
+
+
+def names() -> list[str]:
+    """The named queries users may run (not migrations)."""
+    return sorted(p.stem for p in QUERY_DIR.glob("*.sql"))
+
+
+def all_files() -> list[str]:
+    """Every query the app runs, internal ones included (``ingest/file_update``), not migrations."""
+    found = QUERY_DIR.glob("**/*.sql")
+    return sorted(str(p.relative_to(QUERY_DIR).with_suffix("")) for p in found
+                  if p.parent.name != "migrations")
+
+
+def migrations() -> list[tuple[str, str]]:
+    return [(p.stem, p.read_text()) for p in sorted((QUERY_DIR / "migrations").glob("*.sql"))]

@@ -1,0 +1,211 @@
+"""Writing one parsed batch in one transaction: rows, events, problems, attempts, and the
+file's new offset. Either all of it is committed or none of it, so a crash at any moment
+leaves every line either ingested once or still unread.
+
+The ``FileState`` mirrors one row of the ``files`` table; it is only changed in memory after
+the transaction that stores it has committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from app.db.database import Database
+from app.ingest.parse import Parsed, Problem, number
+
+TABLES = {"metrics": "metrics_all", "rank": "ranks_all"}
+STATUSES = {"completed", "failed", "interrupted"}
+
+
+@dataclass
+class FileState:
+    file_id: int
+    run: str
+    path: str
+    kind: str
+    inode: int | None = None
+    size: int = 0
+    offset: int = 0
+    head: str | None = None
+    attempt: int = 0
+    last_step: int | None = None
+    lines: int = 0
+    mtime: float | None = None
+    state: str = "ok"
+    crlf_reported: bool = False
+    partial_reported: int | None = None
+
+    @property
+    def rank(self) -> int | None:
+        from app.ingest.scan import LogFile
+
+        return LogFile(self.path, self.run, self.kind).rank
+
+
+@dataclass
+class Batch:
+    """What one transaction writes for one file."""
+
+    parsed: Parsed
+    new_state: FileState
+    reset_reason: str | None = None  # file_truncated | file_replaced: next row starts an attempt
+    meta: dict | None = None  # run.json contents
+
+
+class Store:
+    def __init__(self, db: Database):
+        self.db = db
+        self._columns: dict[str, set[str]] = {}
+
+    def load_files(self) -> list[FileState]:
+        result = self.db.run("ingest/files_load")
+        names = [d[0] for d in result.description]
+        return [FileState(**dict(zip(names, row, strict=True))) for row in result.fetchall()]
+
+    def add_file(self, run: str, path: str, kind: str) -> FileState:
+        params = {"run": run, "path": path, "kind": kind}
+        file_id = self.db.run("ingest/file_insert", params).fetchone()[0]
+        return FileState(file_id, run, path, kind)
+
+    def commit(self, state: FileState, batch: Batch) -> int:
+        """Write the batch; on success copy the new state into ``state``. Returns rows written."""
+        cur = self.db.cursor()
+        cur.begin()
+        try:
+            rows = self._write(cur, state, batch)
+            cur.commit()
+        except BaseException:
+            cur.rollback()
+            self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
+            raise
+        for field in dataclasses.fields(FileState):
+            setattr(state, field.name, getattr(batch.new_state, field.name))
+        return rows
+
+    def _write(self, cur, state: FileState, batch: Batch) -> int:
+        new, parsed = batch.new_state, batch.parsed
+        rows = 0
+        if parsed.rows is not None and parsed.rows.num_rows:
+            rows = self._insert_rows(cur, state, batch)
+        if parsed.events:
+            self._insert_events(cur, state, parsed.events, parsed.problems)
+        if parsed.problems:
+            self._insert(cur, "ingest/insert_errors", _problems_table(state, parsed.problems))
+        if rows or parsed.events:
+            self.db.run("ingest/run_touch", {"run": state.run})
+        if batch.meta is not None:
+            self._store_meta(state.run, batch.meta)
+        self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
+                                           if k not in ("run", "path", "kind")})
+        return rows
+
+    def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
+        table_name = TABLES[state.kind]
+        rows, starts = with_attempts(batch.parsed.rows, state, batch.reset_reason, batch.new_state)
+        rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
+        rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
+                                                       rows.num_rows))
+        if state.kind == "rank":
+            rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
+                                                        rows.num_rows))
+        self._ensure_columns(cur, table_name, rows.column_names)
+        query = "ingest/insert_metrics" if state.kind == "metrics" else "ingest/insert_ranks"
+        self._insert(cur, query, rows)
+        if state.kind == "metrics" and starts:
+            self._insert(cur, "ingest/insert_attempts", pa.Table.from_pylist(
+                [dict(s, run=state.run, file_id=state.file_id) for s in starts]))
+        return rows.num_rows
+
+    def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
+        if table not in self._columns:
+            result = self.db.run("ingest/table_columns", {"table": table}).fetchall()
+            self._columns[table] = {r[0].lower() for r in result}
+        known = self._columns[table]
+        for name in names:
+            if name.lower() not in known:
+                self.db.run("ingest/add_column", identifiers={"table": table, "column": name})
+                known.add(name.lower())
+
+    def _insert(self, cur, query: str, table: pa.Table) -> None:
+        cur.register("chunk", table)
+        try:
+            self.db.run(query)
+        finally:
+            cur.unregister("chunk")
+
+    def _insert_events(self, cur, state, events, problems: list[Problem]) -> None:
+        records = []
+        for offset, obj in events:
+            step = obj.get("step")
+            if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+                problems.append(Problem(offset, "warning", f"event 'step' is not an integer "
+                                        f"({step!r}); stored as NULL"))
+                step = None
+            kind = str(obj.get("event", "unknown"))
+            records.append({"run": state.run, "kind": kind, "step": step,
+                            "elapsed_s": number(obj.get("elapsed_s")),
+                            "time": number(obj.get("time")), "data": json.dumps(obj),
+                            "file_id": state.file_id, "offset": offset})
+            self._apply_status(state.run, kind, obj)
+        schema = pa.schema([("run", pa.string()), ("kind", pa.string()), ("step", pa.int64()),
+                            ("elapsed_s", pa.float64()), ("time", pa.float64()),
+                            ("data", pa.string()), ("file_id", pa.int32()),
+                            ("offset", pa.uint64())])
+        self._insert(cur, "ingest/insert_events", pa.Table.from_pylist(records, schema=schema))
+
+    def _apply_status(self, run: str, kind: str, obj: dict) -> None:
+        if kind == "run_start":
+            self.db.run("ingest/run_touch", {"run": run})
+            self.db.run("ingest/run_status", {"run": run, "status": "running"})
+        elif kind == "run_end":
+            status = obj.get("status") if obj.get("status") in STATUSES else "completed"
+            self.db.run("ingest/run_touch", {"run": run})
+            self.db.run("ingest/run_status", {"run": run, "status": status})
+
+    def _store_meta(self, run: str, meta: dict) -> None:
+        def integer(key):
+            value = meta.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        self.db.run("ingest/run_meta", {"run": run, "meta": json.dumps(meta),
+                                        "steps_per_epoch": integer("steps_per_epoch"),
+                                        "world_size": integer("world_size")})
+
+
+def with_attempts(rows: pa.Table, state: FileState, reset_reason: str | None,
+                  new: FileState) -> tuple[pa.Table, list[dict]]:
+    """Number each row's attempt: a step <= the previous one starts a new attempt."""
+    steps = rows.column("step").to_numpy()
+    prev = np.empty_like(steps)
+    prev[1:] = steps[:-1]
+    prev[0] = state.last_step if state.last_step is not None else 0
+    starts_mask = steps <= prev
+    if state.last_step is None:
+        starts_mask[0] = True
+    attempts = state.attempt + np.cumsum(starts_mask, dtype=np.int64)
+    starts = []
+    for i in np.flatnonzero(starts_mask):
+        if i == 0 and state.last_step is None:
+            reason = reset_reason or ("start" if state.attempt == 0 else "file_replaced")
+            prev_step = None
+        else:
+            reason, prev_step = "step_back", int(prev[i])
+        starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
+                       "prev_step": prev_step, "reason": reason})
+    new.attempt = int(attempts[-1])
+    new.last_step = int(steps[-1])
+    return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
+
+
+def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"run": state.run, "file": state.path, "offset": p.offset, "severity": p.severity,
+          "reason": p.reason, "excerpt": p.excerpt} for p in problems],
+        schema=pa.schema([("run", pa.string()), ("file", pa.string()), ("offset", pa.uint64()),
+                          ("severity", pa.string()), ("reason", pa.string()),
+                          ("excerpt", pa.string())]))

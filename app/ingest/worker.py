@@ -1,0 +1,81 @@
+"""The ingest worker: a thread that runs the tailer, woken early by watchdog events.
+
+Events are hints only. The worker also scans the whole log directory at start and every
+``scan_interval`` seconds, and ticks every ``tick_interval`` seconds even when no event came,
+so a missed or coalesced inotify event (or a network filesystem with ``--poll``) only delays a
+line, never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.polling import PollingObserver
+
+from app.ingest.tail import Tailer
+
+log = logging.getLogger("cliffwatch.ingest")
+DEBOUNCE_S = 0.01  # let a burst of appends land in one transaction
+
+
+class _Wake(FileSystemEventHandler):
+    def __init__(self, worker: IngestWorker):
+        self.worker = worker
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        path = str(event.src_path)
+        if "/." in path[len(str(self.worker.logdir)):]:
+            return  # our own database folder; reacting to it would wake us forever
+        if event.event_type in ("created", "moved", "deleted"):
+            self.worker.rescan.set()
+        self.worker.wake.set()
+
+
+class IngestWorker:
+    def __init__(self, tailer: Tailer, settings, poll: bool = False):
+        self.tailer, self.settings = tailer, settings
+        self.logdir = Path(tailer.logdir)
+        self.wake, self.rescan, self.stop_flag = threading.Event(), threading.Event(), False
+        self.observer = PollingObserver(timeout=1.0) if poll else Observer()
+        self.thread = threading.Thread(target=self._loop, name="cliffwatch-ingest", daemon=True)
+        self.ticks = 0
+
+    def start(self) -> None:
+        self.tailer.tick(discover=True)  # catch up before serving anything
+        self.observer.schedule(_Wake(self), str(self.logdir), recursive=True)
+        self.observer.start()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_flag = True
+        self.wake.set()
+        self.observer.stop()
+        self.thread.join(timeout=10)
+        self.observer.join(timeout=5)
+
+    def lag_s(self) -> float:
+        """Seconds since the last moment everything complete on disk was ingested."""
+        return max(0.0, time.time() - self.tailer.last_caught_up)
+
+    def _loop(self) -> None:
+        next_scan = time.monotonic() + self.settings.scan_interval
+        while not self.stop_flag:
+            self.wake.wait(self.settings.tick_interval)
+            if self.stop_flag:
+                break
+            time.sleep(DEBOUNCE_S)
+            self.wake.clear()
+            discover = self.rescan.is_set() or time.monotonic() >= next_scan
+            if discover:
+                self.rescan.clear()
+                next_scan = time.monotonic() + self.settings.scan_interval
+            try:
+                self.tailer.tick(discover=discover)
+            except Exception:
+                log.exception("ingest tick failed; retrying")
+            self.ticks += 1

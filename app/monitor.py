@@ -1,0 +1,64 @@
+"""Wiring for one log directory: where its database lives, scratch space, the tailer.
+
+    with Monitor.open(Path("runs"), settings) as mon:
+        mon.tailer.tick(discover=True)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.db.database import Database
+from app.errors import CliffwatchError
+from app.ingest.tail import Tailer
+
+
+def default_db(logdir: Path) -> Path:
+    """The database lives inside the log directory, in a folder the scanner skips."""
+    return Path(logdir) / ".cliffwatch" / "cliffwatch.duckdb"
+
+
+def _scratch_dir(db_path: Path) -> Path:
+    # tmpfs keeps the fast path's scratch copies off the disk.
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else db_path.parent
+    return Path(tempfile.mkdtemp(prefix="cliffwatch-", dir=base))
+
+
+@dataclass
+class Monitor:
+    logdir: Path
+    db: Database
+    tailer: Tailer
+    scratch: Path
+
+    @classmethod
+    def open(cls, logdir: Path, settings, db_path: Path | None = None) -> Monitor:
+        logdir = Path(logdir).resolve()
+        if not logdir.is_dir():
+            raise CliffwatchError(f"log directory {logdir} does not exist; create it or pass "
+                                  "--logdir with the folder your trainer writes to")
+        db_path = Path(db_path or default_db(logdir)).resolve()
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = _scratch_dir(db_path)
+        try:
+            db = Database(db_path, allowed_dirs=[logdir, scratch],
+                          memory_limit=settings.memory_limit)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return cls(logdir, db, Tailer(db, logdir, settings, scratch), scratch)
+
+    def close(self) -> None:
+        self.db.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

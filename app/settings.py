@@ -1,0 +1,83 @@
+"""One registry of the monitor's settings: name, default, help.
+
+Each setting can be overridden by a command-line flag (``--sql-time-limit 30``) or an environment
+variable (``CLIFFWATCH_SQL_TIME_LIMIT=30``); the flag wins. ``serve`` prints the effective values
+at start-up, e.g.::
+
+    cliffwatch settings: sql_time_limit=10.0 sql_max_rows=10000 scan_interval=2.0 ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, fields, make_dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: float | int | str
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "CLIFFWATCH_" + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+REGISTRY = [
+    Setting("sql_time_limit", 10.0, "seconds before an ad-hoc SQL query is interrupted"),
+    Setting("sql_max_rows", 10_000, "rows returned by an ad-hoc SQL query before truncating"),
+    Setting("scan_interval", 2.0, "seconds between full scans of the log directory"),
+    Setting("tick_interval", 0.25, "seconds between ingest ticks when no file event arrives"),
+    Setting("partial_line_timeout", 30.0, "seconds an unfinished last line may wait for its newline"),
+    Setting("chunk_bytes", 16 * 1024 * 1024, "bytes read from one file per ingest transaction"),
+    Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process"),
+]
+
+
+# The typed settings object, built from the registry so each default is written once.
+Settings = make_dataclass(
+    "Settings", [(s.name, type(s.default), s.default) for s in REGISTRY], frozen=True
+)
+
+
+def describe(settings) -> str:
+    return " ".join(f"{f.name}={getattr(settings, f.name)}" for f in fields(settings))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per setting; defaults are resolved later so env vars can apply."""
+    for setting in REGISTRY:
+        parser.add_argument(
+            setting.flag,
+            dest=setting.name,
+            type=type(setting.default),
+            default=None,
+            help=f"{setting.help} (default {setting.default}, env {setting.env})",
+        )
+
+
+def resolve(args: argparse.Namespace | None = None):
+    """Flag, else environment variable, else default."""
+    values = {}
+    for setting in REGISTRY:
+        value = getattr(args, setting.name, None) if args is not None else None
+        if value is None and setting.env in os.environ:
+            value = _convert(setting, os.environ[setting.env])
+        values[setting.name] = setting.default if value is None else value
+    return Settings(**values)
+
+
+def _convert(setting: Setting, raw: str):
+    from app.errors import CliffwatchError
+
+    try:
+        return type(setting.default)(raw)
+    except ValueError:
+        kind = type(setting.default).__name__
+        raise CliffwatchError(f"{setting.env}={raw!r} is not a valid {kind}") from None
