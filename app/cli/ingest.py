@@ -1,0 +1,26 @@
+"""`ingest --once`: catch a log directory up into its database and exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.monitor import Monitor
+
+
+def ingest_once(logdir: Path, db: Path | None, settings) -> int:
+    with Monitor.open(logdir, settings, db) as monitor:
+        before = _errors(monitor)
+        rows = monitor.tailer.tick(discover=True)
+        errors = _errors(monitor) - before
+        files = len(monitor.tailer.files)
+        print(f"ingested {rows} rows from {files} files; {errors} new ingest errors"
+              + (" (SELECT * FROM ingest_errors)" if errors else ""))
+        if monitor.tailer.pending_partial:
+            print(f"{monitor.tailer.pending_partial} file(s) end in an unfinished line; it is "
+                  "read once its newline is written")
+    return 0
+
+
+def _errors(monitor: Monitor) -> int:
+    result = monitor.db.run("health")
+    return dict(zip([d[0] for d in result.description], result.fetchone(), strict=True))["errors"]

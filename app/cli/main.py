@@ -1,0 +1,107 @@
+"""Command line: ``python -m app {serve,ingest,sql,replay,demo,validate}``.
+
+Every user mistake ends as one line on stderr and exit status 2, never a traceback::
+
+    $ python -m app sql "DROP TABLE runs" --logdir runs
+    cliffwatch: only read queries are allowed (SELECT, WITH ... SELECT, EXPLAIN), not DROP
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from app import settings as settings_mod
+from app.errors import CliffwatchError
+
+
+def _logdir_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--logdir", type=Path, default=None if required else Path("runs"),
+                        required=required, help="folder holding one sub-folder per run")
+    parser.add_argument("--db", type=Path, help="DuckDB file (default LOGDIR/.cliffwatch/)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m app", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="ingest, dashboard and HTTP API in one process")
+    _logdir_args(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=8501)
+    serve.add_argument("--poll", action="store_true",
+                       help="poll for changes (network filesystems without inotify)")
+    settings_mod.add_arguments(serve)
+
+    ingest = sub.add_parser("ingest", help="read new lines into the database")
+    _logdir_args(ingest)
+    ingest.add_argument("--once", action="store_true", required=True,
+                        help="catch up and exit (the server ingests continuously)")
+    settings_mod.add_arguments(ingest)
+
+    sql = sub.add_parser("sql", help="run a read-only SQL query")
+    sql.add_argument("query", help="SQL text, e.g. \"SELECT step, loss FROM metrics\"")
+    _logdir_args(sql, required=False)
+    sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    settings_mod.add_arguments(sql)
+
+    replay = sub.add_parser("replay", help="re-play a log as if it were being written now")
+    replay.add_argument("src", type=Path, help="a run folder or a .jsonl file")
+    replay.add_argument("--to", type=Path, required=True, dest="dest", help="run folder to write")
+    replay.add_argument("--speed", type=float, default=1.0, help="time compression factor")
+    replay.add_argument("--force", action="store_true", help="overwrite files in --to")
+
+    demo = sub.add_parser("demo", help="a live run watched at http://127.0.0.1:8501")
+    demo.add_argument("--logdir", type=Path, default=Path("runs"))
+    demo.add_argument("--port", type=int, default=8501)
+
+    validate = sub.add_parser("validate", help="check a run folder against log format v1")
+    validate.add_argument("run_dir", type=Path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    try:
+        return _dispatch(args)
+    except CliffwatchError as exc:
+        print(f"cliffwatch: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        from app.server.serve import serve
+
+        serve(args.logdir, args.db, args.host, args.port, args.poll, settings_mod.resolve(args))
+        return 0
+    if args.command == "ingest":
+        from app.cli.ingest import ingest_once
+
+        return ingest_once(args.logdir, args.db, settings_mod.resolve(args))
+    if args.command == "sql":
+        from app.cli.sql import sql_command
+
+        return sql_command(args.query, args.logdir, args.db, args.format,
+                           settings_mod.resolve(args))
+    if args.command == "replay":
+        from app.cli.replay import replay
+
+        replay(args.src, args.dest, speed=args.speed, force=args.force)
+        return 0
+    if args.command == "demo":
+        from app.cli.demo import demo
+
+        return demo(args.logdir, args.port)
+    from app.logformat import validate_run
+
+    problems = validate_run(args.run_dir)
+    for problem in problems:
+        print(problem)
+    print(f"{args.run_dir}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return 1 if problems else 0

@@ -1,0 +1,112 @@
+"""`sql "QUERY"`: ask the running server over HTTP when one holds the database; otherwise open
+the file read-only ourselves. DuckDB lets only one process hold a file, so this is the one way
+to query while a server runs.
+
+    $ python -m app sql "SELECT step, loss FROM metrics WHERE run = 'demo' LIMIT 2"
+    step  loss
+    ----  ------
+    1     6.2101
+    3     6.0132
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+from app.db.database import Database
+from app.db.readonly import jsonable, run_readonly
+from app.errors import CliffwatchError
+from app.monitor import default_db
+from app.server.serve import server_file
+
+LOCAL_WAIT_S = 10.0
+
+
+def sql_command(query: str, logdir: Path, db: Path | None, fmt: str, settings) -> int:
+    result = run_query(query, logdir, db, settings)
+    sys.stdout.write(render(result, fmt))
+    if result["truncated"]:
+        print(f"cliffwatch: output truncated at {len(result['rows'])} rows; add LIMIT or raise "
+              "--sql-max-rows", file=sys.stderr)
+    return 0
+
+
+def run_query(query: str, logdir: Path, db: Path | None, settings) -> dict:
+    """The result as the API's JSON shape: {"columns", "rows", "truncated", ...}."""
+    db_path = Path(db or default_db(logdir)).resolve()
+    deadline = time.monotonic() + LOCAL_WAIT_S
+    while True:
+        url = server_url(db_path)
+        if url:
+            return _over_http(url, query)
+        try:
+            return _local(db_path, query, settings)
+        except CliffwatchError as exc:
+            # held by another process: a server that is starting writes server.json soon
+            if "is held by" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
+def server_url(db_path: Path) -> str | None:
+    """The URL of a live server holding this database, if any."""
+    info = server_file(db_path)
+    try:
+        url = orjson.loads(info.read_bytes())["url"]
+        httpx.get(f"{url}/api/health", timeout=2.0)
+    except (OSError, ValueError, KeyError, httpx.HTTPError):
+        return None
+    return url
+
+
+def _over_http(url: str, query: str) -> dict:
+    try:
+        response = httpx.post(f"{url}/api/sql", json={"sql": query}, timeout=None)
+    except httpx.HTTPError as exc:
+        raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
+    payload = response.json()
+    if response.status_code != 200:
+        raise CliffwatchError(payload.get("error", response.text))
+    return payload
+
+
+def _local(db_path: Path, query: str, settings) -> dict:
+    db = Database(db_path, read_only=True, allowed_dirs=[db_path.parent.parent], wait_s=0.5,
+                  memory_limit=settings.memory_limit)
+    try:
+        return run_readonly(db.cursor(), query, max_rows=settings.sql_max_rows,
+                            time_limit=settings.sql_time_limit).to_json()
+    finally:
+        db.close()
+
+
+def render(result: dict, fmt: str) -> str:
+    columns, rows = result["columns"], result["rows"]
+    if fmt == "json":
+        records = [dict(zip(columns, row, strict=True)) for row in rows]
+        return orjson.dumps(records, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return buffer.getvalue()
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _cell(value) -> str:
+    value = jsonable(value)
+    return "NULL" if value is None else str(value)

@@ -1,0 +1,99 @@
+"""HTTP API under /api, served by the same process that owns the database.
+
+    GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1}
+    GET  /api/runs    -> {"runs": [{"run": "demo", "status": "running", ...}]}
+    POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
+"""
+
+from __future__ import annotations
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.db.readonly import SqlResult, jsonable, run_readonly
+from app.errors import CliffwatchError
+from app.server.state import current
+
+
+def _json(payload, status: int = 200) -> Response:
+    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
+
+
+def _guarded(handler):
+    """Render a CliffwatchError as {"error": message}; never a traceback."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except CliffwatchError as exc:
+            return _json({"error": str(exc)}, exc.status)
+
+    return endpoint
+
+
+def records(result: SqlResult) -> list[dict]:
+    return [dict(zip(result.columns, (jsonable(v) for v in row), strict=True))
+            for row in result.rows]
+
+
+def named(name: str, params: dict | None = None) -> SqlResult:
+    """Run a named read query through the read-only helper, on this thread's cursor."""
+    from app.db import queries
+
+    state = current()
+    query = queries.load(name)
+    return run_readonly(state.monitor.db.cursor(), query.text(), params=query.bind(params or {}),
+                        max_rows=state.settings.sql_max_rows,
+                        time_limit=state.settings.sql_time_limit)
+
+
+async def _threaded(func, *args):
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(func, *args)
+
+
+@_guarded
+async def health(request: Request) -> Response:
+    def work():
+        state = current()
+        row = records(named("health"))[0]
+        return {**row, "ingest_lag_s": round(state.worker.lag_s(), 3),
+                "unfinished_lines": state.worker.tailer.pending_partial,
+                "logdir": str(state.monitor.logdir), "db": str(state.monitor.db.path)}
+
+    return _json(await _threaded(work))
+
+
+@_guarded
+async def runs(request: Request) -> Response:
+    return _json({"runs": records(await _threaded(named, "runs"))})
+
+
+@_guarded
+async def sql(request: Request) -> Response:
+    body = await request.body()
+    try:
+        payload = orjson.loads(body) if body[:1] == b"{" else {"sql": body.decode()}
+        text = payload["sql"]
+    except (orjson.JSONDecodeError, KeyError, UnicodeDecodeError):
+        raise CliffwatchError('send {"sql": "SELECT ..."} as JSON, or the query as plain '
+                              "text") from None
+
+    def work():
+        state = current()
+        limit = int(payload.get("max_rows") or state.settings.sql_max_rows)
+        return run_readonly(state.monitor.db.cursor(), text,
+                            max_rows=min(limit, state.settings.sql_max_rows),
+                            time_limit=state.settings.sql_time_limit)
+
+    return _json((await _threaded(work)).to_json())
+
+
+ROUTES = [
+    Route("/api/health", health, methods=["GET"]),
+    Route("/api/runs", runs, methods=["GET"]),
+    Route("/api/sql", sql, methods=["POST"]),
+]

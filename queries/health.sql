@@ -1,0 +1,7 @@
+-- title: Health
+-- description: What the monitor holds: runs, metric rows, tracked files and recorded ingest errors.
+SELECT
+    (SELECT count(*) FROM runs) AS runs,
+    (SELECT count(*) FROM metrics_all) AS rows,
+    (SELECT count(*) FROM files WHERE state <> 'deleted') AS files,
+    (SELECT count(*) FROM ingest_errors) AS errors
