@@ -26,7 +26,21 @@ def _scratch_dir(db_path: Path) -> Path:
     # tmpfs keeps the fast path's scratch copies off the disk.
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else db_path.parent
-    return Path(tempfile.mkdtemp(prefix="cliffwatch-", dir=base))
+    _sweep_stale(base)
+    return Path(tempfile.mkdtemp(prefix=f"cliffwatch-{os.getpid()}-", dir=base))
+
+
+def _sweep_stale(base: Path) -> None:
+    """Remove scratch folders of monitors that died without cleaning up (SIGKILL, OOM)."""
+    for folder in base.glob("cliffwatch-*-*"):
+        try:
+            os.kill(int(folder.name.split("-")[1]), 0)
+        except ValueError:
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, someone else's
 
 
 @dataclass

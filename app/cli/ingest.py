@@ -1,9 +1,11 @@
-"""`ingest --once`: catch a log directory up into its database and exit."""
+"""`ingest`: catch a log directory up into its database and exit (``--once``), or keep
+following it without serving (queries then need the server: use ``serve`` for both)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
 
 
@@ -24,3 +26,15 @@ def ingest_once(logdir: Path, db: Path | None, settings) -> int:
 def _errors(monitor: Monitor) -> int:
     result = monitor.db.run("health")
     return dict(zip([d[0] for d in result.description], result.fetchone(), strict=True))["errors"]
+
+
+def ingest_follow(logdir: Path, db: Path | None, settings, poll: bool) -> int:
+    with Monitor.open(logdir, settings, db) as monitor:
+        worker = IngestWorker(monitor.tailer, settings, poll=poll)
+        worker.start()
+        print(f"following {monitor.logdir}; Ctrl-C to stop", flush=True)
+        try:
+            worker.thread.join()
+        finally:
+            worker.stop()
+    return 0

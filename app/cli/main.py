@@ -37,8 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = sub.add_parser("ingest", help="read new lines into the database")
     _logdir_args(ingest)
-    ingest.add_argument("--once", action="store_true", required=True,
-                        help="catch up and exit (the server ingests continuously)")
+    ingest.add_argument("--once", action="store_true",
+                        help="catch up and exit; without it, keep following the files (the "
+                        "server does this too, and also answers queries)")
+    ingest.add_argument("--poll", action="store_true", help="poll instead of inotify")
     settings_mod.add_arguments(ingest)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query")
@@ -81,9 +83,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         serve(args.logdir, args.db, args.host, args.port, args.poll, settings_mod.resolve(args))
         return 0
     if args.command == "ingest":
-        from app.cli.ingest import ingest_once
+        from app.cli.ingest import ingest_follow, ingest_once
 
-        return ingest_once(args.logdir, args.db, settings_mod.resolve(args))
+        settings = settings_mod.resolve(args)
+        if args.once:
+            return ingest_once(args.logdir, args.db, settings)
+        return ingest_follow(args.logdir, args.db, settings, args.poll)
     if args.command == "sql":
         from app.cli.sql import sql_command
 

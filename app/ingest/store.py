@@ -106,7 +106,7 @@ class Store:
 
     def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
         table_name = TABLES[state.kind]
-        rows, starts = with_attempts(batch.parsed.rows, state, batch.reset_reason, batch.new_state)
+        rows, starts = with_attempts(batch.parsed.rows, batch.new_state, batch.reset_reason)
         rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
@@ -177,9 +177,10 @@ class Store:
                                         "world_size": integer("world_size")})
 
 
-def with_attempts(rows: pa.Table, state: FileState, reset_reason: str | None,
-                  new: FileState) -> tuple[pa.Table, list[dict]]:
-    """Number each row's attempt: a step <= the previous one starts a new attempt."""
+def with_attempts(rows: pa.Table, state: FileState,
+                  reset_reason: str | None) -> tuple[pa.Table, list[dict]]:
+    """Number each row's attempt (a step <= the previous one starts a new attempt) and move
+    ``state`` (the file's state being built for this batch) past the rows."""
     steps = rows.column("step").to_numpy()
     prev = np.empty_like(steps)
     prev[1:] = steps[:-1]
@@ -197,8 +198,8 @@ def with_attempts(rows: pa.Table, state: FileState, reset_reason: str | None,
             reason, prev_step = "step_back", int(prev[i])
         starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
                        "prev_step": prev_step, "reason": reason})
-    new.attempt = int(attempts[-1])
-    new.last_step = int(steps[-1])
+    state.attempt = int(attempts[-1])
+    state.last_step = int(steps[-1])
     return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
 
 

@@ -103,7 +103,8 @@ class Tailer:
             reason = "file_replaced"
         elif info.st_size < state.offset:
             reason = "file_truncated"
-        elif state.head and info.st_size != state.size and _head(path, state.head) != state.head:
+        elif state.head and info.st_mtime != state.mtime and _head(path, state.head) != state.head:
+            # truncated and rewritten between two looks: same inode, but other first bytes
             reason = "file_replaced"
         if reason:
             new.offset, new.last_step, new.lines, new.head = 0, None, 0, None

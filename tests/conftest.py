@@ -1,0 +1,88 @@
+"""Shared test helpers: real DuckDB files in tmp_path, the real server as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+SHARED = ROOT.parent / "shared"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+
+
+class Server:
+    def __init__(self, logdir: Path, *extra: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(logdir.parent / f"server-{self.port}.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--logdir", str(logdir), "--port",
+             str(self.port), *extra], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self._wait()
+
+    def _wait(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {Path(self.log.name).read_text()}")
+            try:
+                if httpx.get(self.url + "/api/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not start: " + Path(self.log.name).read_text())
+
+    def sql(self, query: str) -> httpx.Response:
+        return httpx.post(self.url + "/api/sql", json={"sql": query}, timeout=60)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def make_server():
+    servers = []
+
+    def start(logdir: Path, *extra: str) -> Server:
+        servers.append(Server(logdir, *extra))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    """Poll until predicate() is truthy; returns its value (fails the test on timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
