@@ -73,7 +73,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
-                    "global.developmentMode": False})
+                    "global.developmentMode": False, "client.toolbarMode": "minimal"})
 
 
 def _check_port(host: str, port: int) -> None:

@@ -5,6 +5,8 @@ import streamlit as st
 from app.dashboard import charts, data
 from app.errors import CliffwatchError
 
+REFRESH_S = 2
+
 st.title("cliffwatch")
 
 try:
@@ -18,11 +20,11 @@ if runs.empty:
     st.stop()
 
 run = st.selectbox("Run", runs["run"].tolist())
-st.dataframe(runs, hide_index=True, height=160)
 
 
-@st.fragment(run_every=2)
+@st.fragment(run_every=REFRESH_S)
 def live(run: str) -> None:
+    st.dataframe(data.runs(), hide_index=True)
     frame = data.metrics(run)
     if frame.empty:
         st.info(f"Run {run} has no metric lines yet.")
@@ -33,7 +35,7 @@ def live(run: str) -> None:
     last = frame.iloc[-1]
     st.caption(f"{len(frame)} lines, last step {int(last['step'])}")
     for metric in chosen:
-        st.altair_chart(charts.metric_line(frame, metric), use_container_width=True)
+        st.altair_chart(charts.metric_line(frame, metric), width="stretch")
 
 
 live(run)
