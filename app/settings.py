@@ -34,8 +34,8 @@ REGISTRY = [
     Setting("sql_max_rows", 10_000, "rows returned by an ad-hoc SQL query before truncating"),
     Setting("scan_interval", 2.0, "seconds between full scans of the log directory"),
     Setting("tick_interval", 0.25, "seconds between ingest ticks when no file event arrives"),
-    Setting("partial_line_timeout", 30.0, "seconds an unfinished last line may wait for its newline"),
-    Setting("chunk_bytes", 16 * 1024 * 1024, "bytes read from one file per ingest transaction"),
+    Setting("partial_line_timeout", 30.0, "seconds an unfinished last line waits for its newline"),
+    Setting("chunk_bytes", 64 * 1024 * 1024, "bytes read from one file per ingest transaction"),
     Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process"),
 ]
 

@@ -1,11 +1,6 @@
-"""Turning complete JSONL lines into rows, events and recorded problems.
-
-Two paths produce the same result. The fast path hands a clean chunk to DuckDB's own JSON
-reader (about 15x faster than decoding each line in Python). Anything it cannot vouch for -- a
-bad line, a key it did not sample, a string where a number belongs, an event line -- sends the
-chunk down the careful path, which reads line by line and records every problem with its byte
-offset. For example the line ``{"step": 7, "loss": "abc"}`` at offset 812 becomes a row with
-``loss`` NULL and the problem::
+"""The careful path: complete JSONL lines, decoded one by one, into rows, events and recorded
+problems with their byte offsets (the fast path for clean chunks is bulk.py). For example the
+line ``{"step": 7, "loss": "abc"}`` at offset 812 becomes a row with ``loss`` NULL and::
 
     Problem(offset=812, severity="warning",
             reason="metric 'loss' is not a number (\"abc\"); stored as NULL", excerpt=...)
@@ -14,21 +9,14 @@ offset. For example the line ``{"step": 7, "loss": "abc"}`` at offset 812 become
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import duckdb
 import orjson
 import pyarrow as pa
-
-from app.db import queries
 
 MAX_LINE = 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 EXCERPT = 200
-FAST_MIN_BYTES = 256 * 1024  # below this the careful path is cheaper than a scratch file
 SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
            "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
 # Keys that would collide with the monitor's own columns get a prefix (docs/log-format.md).
@@ -133,8 +121,8 @@ def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem]) -> 
             row[key] = value if ok else None
             if not ok and value is not None:
                 odd.append(f"'buckets' is not a list of integers ({_short(value)})")
-        elif value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            row[column_name(key)] = value
+        elif value is None or isinstance(value, (int, float)):
+            row[column_name(key)] = float(value) if isinstance(value, bool) else value
         else:
             odd.append(f"metric '{key}' is not a number ({_short(value)})")
     if odd:
@@ -148,60 +136,19 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def records_table(records: list[dict], schema: pa.Schema) -> pa.Table:
+    """Arrow table from dicts without ``Table.from_pylist``, which imports pandas (0.3 s, a
+    latency spike on the first line ingested)."""
+    return pa.table({f.name: pa.array([r.get(f.name) for r in records], f.type) for f in schema},
+                    schema=schema)
+
+
 def rows_table(rows: list[dict]) -> pa.Table:
     """Arrow table in line order: special keys typed, every other key float64."""
     keys: dict[str, None] = {}
     for row in rows:
         keys.update(dict.fromkeys(row))
-    schema = pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in keys])
-    return pa.Table.from_pylist(rows, schema=schema)
-
-
-# ---- fast path ----------------------------------------------------------------------------
-
-
-def parse_fast(cursor: duckdb.DuckDBPyConnection, data: bytes, scratch: Path) -> Parsed | None:
-    """DuckDB's JSON reader on a clean chunk, or None when the careful path must decide."""
-    if len(data) < FAST_MIN_BYTES or b"\r" in data or b"\n\n" in data or data[:1] == b"\n":
-        return None
-    fd, tmp = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        query = queries.load("ingest/read_chunk")
-        table = cursor.sql(query.text(), params={"path": tmp}).to_arrow_table()
-    except duckdb.Error:
-        return None
-    finally:
-        os.unlink(tmp)
-    if table.num_rows != data.count(b"\n"):
-        return None
-    table = _normalise(table)
-    return Parsed(rows=table) if table is not None else None
-
-
-def _normalise(table: pa.Table) -> pa.Table | None:
-    """Cast to the careful path's types; None if a column is not what the format allows."""
-    columns, names = [], []
-    for name, column in zip(table.column_names, table.columns, strict=True):
-        kind = column.type
-        if name == "step":
-            if not pa.types.is_integer(kind) or column.null_count:
-                return None
-            column = column.cast(pa.int64())
-        elif name == "buckets":
-            if not (pa.types.is_list(kind) and pa.types.is_integer(kind.value_type)):
-                return None
-            column = column.cast(pa.list_(pa.int32()))
-        elif pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
-            column = column.cast(pa.float64())
-        else:
-            return None  # strings, booleans, objects, the "event" key: the careful path decides
-        columns.append(column)
-        names.append(name if name in SPECIAL else column_name(name))
-    if "step" not in names:
-        return None
-    return pa.table(columns, names=names)
+    return records_table(rows, pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in keys]))
 
 
 def number(value: object) -> float | None:

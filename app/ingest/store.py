@@ -8,18 +8,23 @@ the transaction that stores it has committed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 from app.db.database import Database
-from app.ingest.parse import Parsed, Problem, number
+from app.ingest import bulk
+from app.ingest.parse import Parsed, Problem, number, records_table
 
 TABLES = {"metrics": "metrics_all", "rank": "ranks_all"}
 STATUSES = {"completed", "failed", "interrupted"}
+ATTEMPTS = pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
+                      ("prev_step", pa.int64()), ("reason", pa.string()), ("file_id", pa.int32())])
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Store:
     def __init__(self, db: Database):
         self.db = db
         self._columns: dict[str, set[str]] = {}
+        self._described: set[int] = set()
 
     def load_files(self) -> list[FileState]:
         result = self.db.run("ingest/files_load")
@@ -83,8 +89,7 @@ class Store:
             cur.rollback()
             self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
             raise
-        for field in dataclasses.fields(FileState):
-            setattr(state, field.name, getattr(batch.new_state, field.name))
+        _copy_into(state, batch.new_state)
         return rows
 
     def _write(self, cur, state: FileState, batch: Batch) -> int:
@@ -100,9 +105,12 @@ class Store:
             self.db.run("ingest/run_touch", {"run": state.run})
         if batch.meta is not None:
             self._store_meta(state.run, batch.meta)
+        self._update_file(new)
+        return rows
+
+    def _update_file(self, new: FileState) -> None:
         self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
                                            if k not in ("run", "path", "kind")})
-        return rows
 
     def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
         table_name = TABLES[state.kind]
@@ -117,9 +125,74 @@ class Store:
         query = "ingest/insert_metrics" if state.kind == "metrics" else "ingest/insert_ranks"
         self._insert(cur, query, rows)
         if state.kind == "metrics" and starts:
-            self._insert(cur, "ingest/insert_attempts", pa.Table.from_pylist(
-                [dict(s, run=state.run, file_id=state.file_id) for s in starts]))
+            self._insert(cur, "ingest/insert_attempts", records_table(
+                [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
         return rows.num_rows
+
+    def commit_bulk(self, state: FileState, new: FileState, chunk: bulk.Chunk) -> int | None:
+        """The fast path in one transaction; None (nothing written) when the chunk must take
+        the careful path instead."""
+        cur = self.db.cursor()
+        if state.file_id not in self._described:
+            # a file's first chunk usually brings new keys: add their columns up front rather
+            # than paying for a failed insert
+            self._described.add(state.file_id)
+            self._add_columns(cur, state.kind, chunk)
+        for retry in (False, True):
+            trial = copy.copy(new)
+            cur.begin()
+            try:
+                rows = self._bulk(cur, state, trial, chunk)
+                cur.commit()
+            except duckdb.BinderException:
+                cur.rollback()  # most likely a key with no column yet
+                self._columns.clear()
+                if retry or not self._add_columns(cur, state.kind, chunk):
+                    return None
+                continue
+            except (duckdb.Error, _NotClean):
+                cur.rollback()
+                self._columns.clear()
+                return None
+            _copy_into(state, trial)
+            return rows
+        return None
+
+    def _bulk(self, cur, state: FileState, new: FileState, chunk: bulk.Chunk) -> int:
+        starts, prev = [], new.last_step
+        if new.last_step is None or chunk.first_step <= new.last_step:
+            starts.append(_start(new, None, chunk.first_step, new.attempt + 1))
+            new.attempt, prev = new.attempt + 1, None
+        params = {"path": str(chunk.path), "run": state.run, "attempt": new.attempt,
+                  "file_id": state.file_id, "prev_step": prev}
+        if state.kind == "rank":
+            written = self.db.run("ingest/insert_direct_ranks", {**params, "rank": state.rank})
+        else:
+            written = self.db.run("ingest/insert_direct", params)
+        if written.fetchone()[0] != chunk.line_count():
+            raise _NotClean
+        new.last_step = chunk.last_step
+        if not chunk.scratch:
+            new.lines = chunk.line_count()  # a whole file, counted while DuckDB read it
+        if state.kind == "metrics" and starts:
+            self._insert(cur, "ingest/insert_attempts", records_table(
+                [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
+        self.db.run("ingest/run_touch", {"run": state.run})
+        self._update_file(new)
+        return chunk.line_count()
+
+    def _add_columns(self, cur, kind: str, chunk: bulk.Chunk) -> bool:
+        """Columns for the chunk's new metric keys; False if there are none to add."""
+        table = TABLES[kind]
+        self._ensure_columns(cur, table, [])
+        described = self.db.run("ingest/chunk_columns", {"path": str(chunk.path)}).fetchall()
+        names = bulk.new_columns(described, self._columns[table])
+        if not names:
+            return False
+        cur.begin()
+        self._ensure_columns(cur, table, names)
+        cur.commit()
+        return True
 
     def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
         if table not in self._columns:
@@ -156,7 +229,7 @@ class Store:
                             ("elapsed_s", pa.float64()), ("time", pa.float64()),
                             ("data", pa.string()), ("file_id", pa.int32()),
                             ("offset", pa.uint64())])
-        self._insert(cur, "ingest/insert_events", pa.Table.from_pylist(records, schema=schema))
+        self._insert(cur, "ingest/insert_events", records_table(records, schema))
 
     def _apply_status(self, run: str, kind: str, obj: dict) -> None:
         if kind == "run_start":
@@ -191,20 +264,36 @@ def with_attempts(rows: pa.Table, state: FileState,
     attempts = state.attempt + np.cumsum(starts_mask, dtype=np.int64)
     starts = []
     for i in np.flatnonzero(starts_mask):
-        if i == 0 and state.last_step is None:
-            reason = reset_reason or ("start" if state.attempt == 0 else "file_replaced")
-            prev_step = None
+        if i == 0:
+            starts.append(_start(state, reset_reason, int(steps[0]), int(attempts[0])))
         else:
-            reason, prev_step = "step_back", int(prev[i])
-        starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
-                       "prev_step": prev_step, "reason": reason})
+            starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
+                           "prev_step": int(prev[i]), "reason": "step_back"})
     state.attempt = int(attempts[-1])
     state.last_step = int(steps[-1])
     return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
 
 
+class _NotClean(Exception):
+    """The fast path read a different number of lines than the chunk holds."""
+
+
+def _copy_into(state: FileState, new: FileState) -> None:
+    for field in dataclasses.fields(FileState):
+        setattr(state, field.name, getattr(new, field.name))
+
+
+def _start(state: FileState, reset_reason: str | None, first_step: int,
+           attempt: int | None = None) -> dict:
+    """The attempt that begins at a batch's first row; ``state`` holds the file's position
+    before that row."""
+    reason = "step_back" if state.last_step is not None else (reset_reason or "start")
+    return {"attempt": attempt if attempt is not None else state.attempt,
+            "start_step": first_step, "prev_step": state.last_step, "reason": reason}
+
+
 def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
-    return pa.Table.from_pylist(
+    return records_table(
         [{"run": state.run, "file": state.path, "offset": p.offset, "severity": p.severity,
           "reason": p.reason, "excerpt": p.excerpt} for p in problems],
         schema=pa.schema([("run", pa.string()), ("file", pa.string()), ("offset", pa.uint64()),

@@ -17,8 +17,11 @@ import os
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 from app.db.database import Database
-from app.ingest.parse import MAX_LINE, Parsed, Problem, excerpt, parse_fast, parse_lines
+from app.ingest import bulk
+from app.ingest.parse import MAX_LINE, Parsed, Problem, excerpt, parse_lines
 from app.ingest.scan import scan
 from app.ingest.store import Batch, FileState, Store
 
@@ -30,6 +33,7 @@ class Tailer:
     def __init__(self, db: Database, logdir: Path, settings, scratch: Path):
         self.db, self.logdir, self.settings, self.scratch = db, Path(logdir), settings, scratch
         self.store = Store(db)
+        pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
         self.files = {f.path: f for f in self.store.load_files()}
         self._partial: dict[str, tuple[int, float]] = {}  # path -> (offset, first seen)
         self.last_caught_up = time.time()
@@ -76,6 +80,11 @@ class Tailer:
             self._check_partial(state, b"")
             return True, 0
         rows = 0
+        if new.offset == 0 and reason is None and state.kind in ("metrics", "rank"):
+            rows = self._whole(state, new, path, info)
+            if rows is not None:
+                return True, rows
+            rows = 0
         while True:
             try:
                 data = _read(path, new.offset, self.settings.chunk_bytes)
@@ -114,12 +123,16 @@ class Tailer:
 
     def _consume(self, state, new: FileState, data: bytes, info, reason) -> int:
         base = new.offset
-        parsed = None
-        if state.kind in ("metrics", "rank"):
-            parsed = parse_fast(self.db.cursor(), data, self.scratch)
-        if parsed is None:
-            parsed = parse_lines(data, base, events_only=state.kind == "events")
-        if state.kind != "metrics" and parsed.events and state.kind != "events":
+        new.offset, new.size = base + len(data), info.st_size
+        new.lines += data.count(b"\n")
+        if base == 0:
+            new.head = data[:HEAD_BYTES].hex()
+        if state.kind in ("metrics", "rank") and reason is None:
+            rows = self._bulk(state, new, data)
+            if rows is not None:
+                return rows
+        parsed = parse_lines(data, base, events_only=state.kind == "events")
+        if state.kind == "rank" and parsed.events:
             parsed.problems += [Problem(o, "warning", "event line in a rank file; ignored",
                                         excerpt(json.dumps(e).encode())) for o, e in parsed.events]
             parsed.events = []
@@ -130,11 +143,27 @@ class Tailer:
             parsed.problems.append(Problem(base, "warning", "file has CRLF (\\r\\n) line "
                                            "endings; lines are read normally"))
             new.crlf_reported = True
-        new.offset = base + len(data)
-        new.size, new.lines = info.st_size, new.lines + data.count(b"\n")
-        if base == 0:
-            new.head = data[:HEAD_BYTES].hex()
         return self.store.commit(state, Batch(parsed, new, reason))
+
+    def _whole(self, state: FileState, new: FileState, path: Path, info) -> int | None:
+        chunk = bulk.whole_file(path, info.st_size)
+        if chunk is None:
+            return None
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+        trial = copy.copy(new)  # `new` stays as it was if the careful path has to read it
+        trial.offset = trial.size = info.st_size
+        trial.head = head.hex()
+        return self.store.commit_bulk(state, trial, chunk)
+
+    def _bulk(self, state: FileState, new: FileState, data: bytes) -> int | None:
+        chunk = bulk.prepare(data, self.scratch)
+        if chunk is None:
+            return None
+        try:
+            return self.store.commit_bulk(state, new, chunk)
+        finally:
+            chunk.close()
 
     def _no_newline(self, state, new: FileState, data: bytes, path: Path, reason) -> bool:
         """The unread part holds no newline: an unfinished line, or one over 1 MiB."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from trainer.__main__ import main
+from trainer.buckets import epoch_plan
 from trainer.config import Config, make_config, parse_args, presets
+from trainer.corpus import make_corpus
+from trainer.drafter import Drafter
 from trainer.errors import TrainerError
 
 
@@ -55,3 +59,14 @@ def test_user_mistakes_print_one_clear_line(argv, message, tmp_path, capsys):
 def test_missing_out_is_a_user_error():
     with pytest.raises(TrainerError, match="pass --out runs/NAME"):
         make_config("tiny")
+
+
+def test_demo_preset_has_an_epoch_boundary_and_visible_checkpoint_stalls():
+    config = make_config("demo", out="x")
+    lengths = np.array([len(seq) for seq in make_corpus(config)])
+    steps_per_epoch = len(epoch_plan(lengths, config, 0)) // config.grad_accum
+    assert steps_per_epoch < config.steps  # at least one epoch boundary
+    assert config.ckpt_every < config.steps and config.ckpt_mode == "blocking"
+    params = sum(p.numel() for p in Drafter(config).parameters())
+    stall_s = 3 * 4 * params / (config.storage_mbps * 1e6)  # weights + two AdamW moments
+    assert stall_s > 5 * config.log_every_s  # a gap of several log intervals

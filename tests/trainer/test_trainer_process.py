@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ast
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 from trainer_testlib import metrics, read_jsonl
@@ -47,6 +50,7 @@ def test_without_a_tty_stderr_stays_empty(runs_root):
 
 def test_on_a_tty_stderr_shows_a_progress_bar(runs_root):
     leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
     argv = [PYTHON, "-m", "trainer", "--out", str(runs_root / "cli-tty"), "--preset=tiny"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=follower)  # fmt: skip

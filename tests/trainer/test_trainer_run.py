@@ -19,7 +19,8 @@ FIRST = 8  # logged losses compared with the golden file
 def test_first_losses_match_golden_file(long_run):
     losses = [line["loss"] for line in metrics(long_run)[:FIRST]]
     if os.environ.get("CLIFFWATCH_UPDATE_GOLDEN"):
-        doc = {"preset": "tiny", "overrides": {"steps": 120}, "losses": losses}
+        overrides = {"steps": 120, "ckpt_every": 50, "keep": 2}  # as in conftest's long_run
+        doc = {"preset": "tiny", "overrides": overrides, "losses": losses}
         GOLDEN.write_text(json.dumps(doc, indent=2) + "\n")
     golden = json.loads(GOLDEN.read_text())["losses"]
     # 1e-4 relative: bit-exact on one machine, yet robust to another CPU's float kernels
