@@ -34,17 +34,18 @@ def _line_time(raw: bytes) -> float | None:
 
 
 def _timeline(path: Path, order: int) -> list[tuple[float, int, int, bytes]]:
-    """(time, file order, line number, raw line) for every line of one file."""
-    out, last = [], None
-    first = None
+    """(time, file order, line number, raw line) for every line of one file. The clock never
+    goes back within a file: a resumed run restarting ``elapsed_s`` at 0 continues from the
+    last time, so each file keeps its line order."""
+    out, last, shift = [], 0.0, 0.0
     for number, raw in enumerate(path.read_bytes().splitlines(keepends=True)):
         t = _line_time(raw)
         if t is None:
-            t = (last if last is not None else 0.0) + (0.0 if order else NO_CLOCK_INTERVAL_S)
-        if first is None:
-            first = t
-        last = t
-        out.append((t, order, number, raw))
+            t = last + (0.0 if order else NO_CLOCK_INTERVAL_S) - shift
+        if t + shift < last:
+            shift = last - t
+        last = t + shift
+        out.append((last, order, number, raw))
     return out
 
 
