@@ -37,6 +37,10 @@ REGISTRY = [
     Setting("partial_line_timeout", 30.0, "seconds an unfinished last line waits for its newline"),
     Setting("chunk_bytes", 64 * 1024 * 1024, "bytes read from one file per ingest transaction"),
     Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process"),
+    Setting("loss_metrics", "loss,*loss*,grad_norm",
+            "metrics watched for spikes (comma-separated names or globs)"),
+    Setting("accuracy_metrics", "accuracy,*acc*",
+            "metrics watched for cliffs (comma-separated names or globs)"),
 ]
 
 

@@ -1,0 +1,199 @@
+"""Likely causes of an incident, ranked, each with a sentence that quotes the numbers.
+
+Vocabulary (most likely first when several apply):
+
+- ``checkpoint``: a checkpoint event in the lines just before (or inside the gap of a stall);
+- ``resume``: a new attempt (the run was restarted from a checkpoint) just before;
+- ``stall``: a stall just before, with no checkpoint event to explain it;
+- ``bucket_homogeneity``: a long run of micro-batches from one length bucket just before;
+- ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
+- ``unknown``: none of these.
+
+For example the seed's spike at step 2029 reads::
+
+    checkpoint: checkpoint at step 2000 blocked the training loop for 155.2 s, 2 lines before
+    step 2029.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from app.db import queries
+from app.diagnose.detect import BEFORE, Incident
+
+ORDER = ["checkpoint", "resume", "stall", "bucket_homogeneity", "epoch_boundary"]
+BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
+BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
+
+
+@dataclass
+class RunContext:
+    events: list[dict]
+    lines: pd.DataFrame  # line_id, step, attempt, epoch
+    steps_per_epoch: int | None
+    bucket_runs: np.ndarray  # per line: longest same-bucket run (micro-batches) ending there
+    run_bucket: np.ndarray  # ... and its bucket id
+    typical_run: float  # 99th percentile of the run's same-bucket run lengths
+
+    def index(self, line_id: int) -> int:
+        return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
+
+
+def _fetch(cursor, name: str, run: str):
+    query = queries.load(name)
+    return cursor.execute(query.text(), query.bind({"run": run}))
+
+
+def load_context(cursor, run: str) -> RunContext:
+    events = [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
+              for k, s, e, t, d in _fetch(cursor, "run_events", run).fetchall()]
+    batches = _fetch(cursor, "run_batches", run).fetchall()
+    lines = pd.DataFrame([b[:4] for b in batches],
+                         columns=["line_id", "step", "attempt", "epoch"])
+    meta = _fetch(cursor, "run_meta", run).fetchone()
+    runs, buckets, typical = _bucket_runs([b[4] for b in batches])
+    return RunContext(events, lines, meta[2] if meta else None, runs, buckets, typical)
+
+
+def _bucket_runs(per_line: list) -> tuple[np.ndarray, np.ndarray, float]:
+    """For each line, the length and bucket of the same-bucket run of micro-batches that is
+    going on at its last micro-batch."""
+    n = len(per_line)
+    lengths, owners = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    finished: list[int] = []
+    current, length = None, 0
+    for i, buckets in enumerate(per_line):
+        for bucket in buckets or ():
+            if bucket == current:
+                length += 1
+            else:
+                if length:
+                    finished.append(length)
+                current, length = bucket, 1
+        lengths[i], owners[i] = (length, current) if current is not None else (0, -1)
+    if length:
+        finished.append(length)
+    typical = float(np.percentile(finished, 99)) if finished else 0.0
+    return lengths, owners, typical
+
+
+def attribute(incident: Incident, ctx: RunContext, stalls: list[Incident]) -> None:
+    """Fill ``incident.causes`` and ``incident.evidence``."""
+    hi = ctx.index(incident.line_id)
+    lo = hi - 1 if incident.kind == "stall" else ctx.index(incident.from_line_id)
+    window = ctx.lines.iloc[max(lo, 0):hi + 1]
+    found: dict[str, str] = {}
+    for cause, check in (("checkpoint", _checkpoint), ("resume", _resume),
+                         ("stall", _stall), ("bucket_homogeneity", _buckets),
+                         ("epoch_boundary", _epoch)):
+        if cause == "stall" and (incident.kind == "stall" or "checkpoint" in found):
+            continue
+        sentence = check(incident, ctx, window, stalls)
+        if sentence:
+            found[cause] = sentence
+    if not found:
+        found["unknown"] = (f"nothing logged explains it: no checkpoint, resume, stall, epoch "
+                            f"boundary or single-bucket run in the {BEFORE} lines before step "
+                            f"{incident.step}.")
+    incident.causes = [c for c in [*ORDER, "unknown"] if c in found]
+    incident.evidence = [found[c] for c in incident.causes]
+
+
+def _lines_before(window: pd.DataFrame, step: int, incident: Incident) -> str:
+    """"3 lines before step 2029": how many logged lines came after ``step``."""
+    later = int((window["step"] > step).sum())
+    return f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
+
+
+def _checkpoint(incident, ctx, window, stalls) -> str | None:
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
+            and lo <= e["step"] <= hi]
+    if not hits:
+        return None
+    ends = [e for e in hits if e["kind"] == "checkpoint_end"]
+    event = (ends or hits)[-1]
+    blocked = event["data"].get("blocked_s", event["data"].get("duration_s"))
+    what = (f"blocked the training loop for {blocked:.1f} s"
+            if isinstance(blocked, (int, float)) else "began")
+    if incident.kind == "stall":
+        return (f"checkpoint at step {event['step']} {what}, inside the {incident.value:.1f} s "
+                f"gap before step {incident.step}.")
+    where = _lines_before(window, event["step"], incident)
+    return f"checkpoint at step {event['step']} {what}, {where}."
+
+
+def _resume(incident, ctx, window, stalls) -> str | None:
+    attempts = window["attempt"].to_numpy()
+    changes = np.flatnonzero(attempts[1:] != attempts[:-1])
+    events = [e for e in ctx.events if e["kind"] == "resume" and e["step"] is not None
+              and window["step"].min() <= e["step"] <= window["step"].max()]
+    if not len(changes) and not events:
+        return None
+    if not len(changes):
+        origin = events[-1]["data"].get("from_step", events[-1]["step"])
+        return (f"the run resumed from the checkpoint of step {origin} (resume event) just "
+                f"before step {incident.step}.")
+    i = changes[-1] + 1
+    start, prev = int(window["step"].iat[i]), int(window["step"].iat[i - 1])
+    later = len(window) - 1 - i
+    return (f"attempt {int(attempts[i])} resumed at step {start} after the previous attempt "
+            f"reached step {prev}, {later} line{'s' if later != 1 else ''} before step "
+            f"{incident.step}.")
+
+
+def _stall(incident, ctx, window, stalls) -> str | None:
+    ids = set(window["line_id"].tolist())
+    hits = [s for s in stalls if s.line_id in ids]
+    if not hits:
+        return None
+    stall = hits[-1]
+    ratio = stall.value / stall.baseline if stall.baseline else math.inf
+    later = int((window["line_id"] > stall.line_id).sum())
+    return (f"{stall.value:.1f} s passed without a log line before step {stall.step} "
+            f"({ratio:.1f}x the typical {stall.baseline:.1f} s; {stall.detail['steps']} steps "
+            f"unlogged), {later} line{'s' if later != 1 else ''} before step {incident.step}.")
+
+
+def _buckets(incident, ctx, window, stalls) -> str | None:
+    if not len(ctx.bucket_runs):
+        return None
+    positions = [ctx.index(i) for i in window["line_id"]]
+    best = max(positions, key=lambda p: ctx.bucket_runs[p])
+    length = int(ctx.bucket_runs[best])
+    typical = ctx.typical_run
+    if length < BUCKET_RUN_MIN or length < BUCKET_RUN_TIMES_TYPICAL * typical:
+        return None
+    return (f"{length} consecutive micro-batches came from length bucket "
+            f"{int(ctx.run_bucket[best])} up to step {int(ctx.lines['step'].iat[best])} "
+            f"(99th percentile of same-bucket runs in this run: {typical:.0f}).")
+
+
+def _epoch(incident, ctx, window, stalls) -> str | None:
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    for event in reversed(ctx.events):
+        if event["kind"] == "epoch_start" and event["step"] is not None and (
+                lo <= event["step"] <= hi):
+            epoch = event["data"].get("epoch", "?")
+            where = _lines_before(window, event["step"], incident)
+            return f"epoch {epoch} began at step {event['step']} (epoch_start event), {where}."
+    epochs = window["epoch"].to_numpy(dtype=float)
+    floors = np.floor(epochs)
+    crossed = np.flatnonzero(np.isfinite(floors[1:]) & (floors[1:] > floors[:-1]))
+    if len(crossed):
+        i = crossed[-1] + 1
+        step = int(window["step"].iat[i])
+        return (f"the epoch field reached {epochs[i]:g} at step {step}, "
+                f"{_lines_before(window, step, incident)}.")
+    per = ctx.steps_per_epoch
+    if per and lo // per != hi // per:
+        boundary = (hi // per) * per
+        return (f"step {boundary} is an epoch boundary ({per} steps per epoch in run.json), "
+                f"{_lines_before(window, boundary, incident)}.")
+    return None

@@ -1,0 +1,255 @@
+"""Incident detection over one run's timeline, fed in batches of any size.
+
+Every decision about line ``i`` uses only the ``BASELINE`` lines before it and, for a cliff,
+the ``CLIFF_STAYS`` lines after it, so feeding a run line by line (live) or all at once
+(``python -m app diagnose``) finds the same incidents. An incident looks like::
+
+    Incident(run="seed-cliff", kind="spike", metric="loss", step=2029, end_step=2035,
+             value=13.0, baseline=0.75, prev_step=2027, from_step=1997)
+
+Thresholds are robust to normal noise: the baseline is the median of the previous 20 lines and
+the noise scale their interquartile range, so a 12% wobble or a single 40% slower interval is
+not an incident, and a spike must be sudden (a warm-up ramp rises a little every line).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+BASELINE = 20  # lines in the rolling baseline
+MIN_BASELINE = 5  # lines needed before anything is judged
+BEFORE = 5  # lines before an incident searched for its causes
+CLIFF_STAYS = 3  # lines a cliff must stay down to count
+STALL_RATIO = 3.0  # interval / typical interval
+STALL_MIN_EXCESS_S = 1.0
+SPIKE_REL = 1.0  # at least 2x the baseline ...
+SPIKE_SIGMAS = 8.0  # ... and this many noise scales above it
+CLIFF_REL = 0.3  # at least 30% below the baseline ...
+CLIFF_SIGMAS = 8.0
+LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
+NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
+               "ingested_at", "line_id", "t"}
+NONFINITE = "!nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
+
+
+@dataclass
+class Incident:
+    run: str
+    kind: str  # stall | spike | cliff | nonfinite
+    metric: str
+    step: int  # first affected logged step
+    end_step: int
+    value: float
+    baseline: float | None
+    prev_step: int | None = None  # the logged step before `step`
+    from_step: int | None = None  # BEFORE lines earlier: where causes are looked for
+    line_id: int = 0  # metrics_all rowid of the first affected line
+    from_line_id: int = 0  # ... and of the line BEFORE lines earlier
+    detail: dict = field(default_factory=dict)  # numbers the evidence quotes
+    causes: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    open: bool = False  # its episode reaches the newest line and may grow
+    end_line: int = 0
+    level: float = 0.0  # the episode lasts while the metric is beyond this level
+
+    @property
+    def key(self) -> tuple:
+        return (self.run, self.kind, self.metric, self.step)
+
+
+class Watch:
+    """Which metrics are loss-like (spikes) and accuracy-like (cliffs)."""
+
+    def __init__(self, loss: str = "loss,*loss*,grad_norm", accuracy: str = "accuracy,*acc*"):
+        self.loss = [p.strip() for p in loss.split(",") if p.strip()]
+        self.accuracy = [p.strip() for p in accuracy.split(",") if p.strip()]
+
+    def kind_of(self, metric: str) -> str | None:
+        name = metric.lower()
+        if any(fnmatch.fnmatchcase(name, p) for p in self.accuracy):
+            return "cliff"
+        if any(fnmatch.fnmatchcase(name, p) for p in self.loss):
+            return "spike"
+        return None
+
+
+class RunDetector:
+    """Keeps just enough of one run's recent lines to judge the next ones."""
+
+    def __init__(self, run: str, watch: Watch):
+        self.run, self.watch = run, watch
+        self.frame = pd.DataFrame()  # recent lines: step, t, attempt, metrics
+        self.base = 0  # line number of frame's first row
+        self.frontier = dict.fromkeys(LOOKAHEAD, 0)  # first undecided line per kind
+        self.open: dict[tuple[str, str], Incident] = {}
+        self.last_end: dict[tuple[str, str], int] = {}
+
+    def feed(self, batch: pd.DataFrame) -> list[Incident]:
+        """Judge the new lines; returns incidents found or grown by them."""
+        if batch.empty:
+            return []
+        self.frame = pd.concat([self.frame, batch], ignore_index=True)
+        n = self.base + len(self.frame)
+        changed = self._grow_open(n)
+        changed += self._stalls(n)
+        for metric in self._metrics():
+            kind = self.watch.kind_of(metric)
+            if kind:
+                changed += self._level_shift(kind, metric, n)
+            changed += self._nonfinite(metric, n)
+        for kind, ahead in LOOKAHEAD.items():
+            self.frontier[kind] = max(self.frontier[kind], n - ahead)
+        self._trim()
+        return changed
+
+    # ---- frame helpers --------------------------------------------------------------------
+
+    def _metrics(self) -> list[str]:
+        return [c for c in self.frame.columns
+                if c not in NOT_METRICS and not c.startswith(NONFINITE)]
+
+    def _pos(self, line: int) -> int:
+        return line - self.base
+
+    def _step(self, line: int) -> int:
+        return int(self.frame["step"].iat[self._pos(line)])
+
+    def _context(self, line: int) -> dict:
+        """Where an incident at ``line`` sits: its line id, the step before it, and the line
+        BEFORE lines earlier, where the search for causes starts."""
+        earlier = max(self.base, line - BEFORE)
+        ids = self.frame["line_id"]
+        return {"prev_step": self._step(line - 1) if line - 1 >= self.base else None,
+                "from_step": self._step(earlier), "line_id": int(ids.iat[self._pos(line)]),
+                "from_line_id": int(ids.iat[self._pos(earlier)]), "end_line": line}
+
+    def _trim(self) -> None:
+        keep_from = min(self.frontier.values()) - BASELINE - 2
+        drop = keep_from - self.base
+        if drop > 0:
+            self.frame = self.frame.iloc[drop:].reset_index(drop=True)
+            self.base += drop
+
+    def _candidates(self, kind: str, mask: np.ndarray, n: int, ahead: int) -> np.ndarray:
+        start = self.frontier[kind] - self.base
+        stop = n - ahead - self.base
+        hits = np.flatnonzero(mask[max(start, 0):max(stop, 0)]) + max(start, 0)
+        return hits + self.base
+
+    # ---- stalls -----------------------------------------------------------------------------
+
+    def _stalls(self, n: int) -> list[Incident]:
+        if "t" not in self.frame or self.frame["t"].isna().all():
+            return []
+        t, attempt = self.frame["t"], self.frame["attempt"]
+        dt = t.diff().where(attempt.eq(attempt.shift()))
+        typical = dt.shift(1).rolling(BASELINE, min_periods=MIN_BASELINE).median()
+        dsteps = self.frame["step"].diff()
+        typical_steps = dsteps.where(dt.notna()).shift(1).rolling(
+            BASELINE, min_periods=MIN_BASELINE).median()
+        mask = ((dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)).to_numpy()
+        found = []
+        for line in self._candidates("stall", mask, n, 0):
+            p = self._pos(line)
+            found.append(Incident(
+                self.run, "stall", "interval_s", self._step(line), self._step(line),
+                float(dt.iat[p]), float(typical.iat[p]), **self._context(line),
+                detail={"steps": int(dsteps.iat[p]), "typical_steps": float(typical_steps.iat[p]),
+                        "t_from": float(t.iat[p - 1]), "t_to": float(t.iat[p])}))
+        return found
+
+    # ---- spikes and cliffs ------------------------------------------------------------------
+
+    def _baseline(self, metric: str) -> tuple[pd.Series, pd.Series, pd.Series]:
+        values = self.frame[metric].astype("float64")
+        finite = values.where(np.isfinite(values))
+        roll = finite.shift(1).rolling(BASELINE, min_periods=MIN_BASELINE)
+        median = roll.median()
+        iqr = roll.quantile(0.75) - roll.quantile(0.25)
+        scale = np.maximum(iqr / 1.349, 0.01 * median.abs())
+        return finite, median, scale
+
+    def _level_shift(self, kind: str, metric: str, n: int) -> list[Incident]:
+        values, median, scale = self._baseline(metric)
+        sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
+        rel = SPIKE_REL if kind == "spike" else CLIFF_REL
+        sigmas = SPIKE_SIGMAS if kind == "spike" else CLIFF_SIGMAS
+        threshold = np.maximum(sigmas * scale, rel * median.abs())
+        excess = sign * (values - median)
+        mask = (excess > threshold).to_numpy().copy()
+        if kind == "spike":  # sudden: most of the excess arrived in one line
+            mask &= (sign * values.diff() > 0.5 * excess).to_numpy()
+        else:  # and it stays down
+            level = median - 0.5 * threshold
+            for k in range(1, CLIFF_STAYS + 1):
+                mask &= (values.shift(-k) < level).to_numpy()
+        found = []
+        for line in self._candidates(kind, mask, n, LOOKAHEAD[kind]):
+            if line <= self.last_end.get((kind, metric), -1):
+                continue
+            p = self._pos(line)
+            level = float(median.iat[p] + sign * 0.5 * threshold.iat[p])
+            incident = Incident(self.run, kind, metric, self._step(line), self._step(line),
+                                float(values.iat[p]), float(median.iat[p]),
+                                **self._context(line), level=level)
+            self._extend(incident, n)
+            found.append(incident)
+        return found
+
+    def _beyond(self, incident: Incident, p: int) -> bool:
+        if incident.kind == "nonfinite":
+            flag = self.frame[NONFINITE + incident.metric].iat[p]
+            return bool(flag) if isinstance(flag, (bool, np.bool_)) else False
+        value = self.frame[incident.metric].iat[p]
+        if not np.isfinite(value):
+            return True
+        return value > incident.level if incident.kind == "spike" else value < incident.level
+
+    def _extend(self, incident: Incident, n: int) -> None:
+        """Grow the episode over the lines known so far; it stays open if it reaches the
+        newest line."""
+        line = incident.end_line + 1
+        while line < n and self._beyond(incident, self._pos(line)):
+            line += 1
+        incident.end_line = line - 1
+        incident.end_step = self._step(incident.end_line)
+        incident.open = line == n
+        key = (incident.kind, incident.metric)
+        self.last_end[key] = incident.end_line
+        if incident.open:
+            self.open[key] = incident
+        else:
+            self.open.pop(key, None)
+
+    def _grow_open(self, n: int) -> list[Incident]:
+        grown = []
+        for incident in list(self.open.values()):
+            before = incident.end_line
+            self._extend(incident, n)
+            if incident.end_line != before or not incident.open:
+                grown.append(incident)
+        return grown
+
+    # ---- non-finite values ------------------------------------------------------------------
+
+    def _nonfinite(self, metric: str, n: int) -> list[Incident]:
+        values = self.frame[metric].astype("float64")
+        bad = self.frame[NONFINITE + metric].eq(True).to_numpy()
+        found = []
+        for line in self._candidates("nonfinite", bad, n, 0):
+            if line <= self.last_end.get(("nonfinite", metric), -1):
+                continue
+            p = self._pos(line)
+            recent = values.iloc[max(0, p - BASELINE):p]
+            finite = recent[np.isfinite(recent)]
+            incident = Incident(self.run, "nonfinite", metric, self._step(line),
+                                self._step(line), float(values.iat[p]),
+                                float(finite.iat[-1]) if len(finite) else None,
+                                **self._context(line))
+            self._extend(incident, n)
+            found.append(incident)
+        return found

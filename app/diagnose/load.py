@@ -1,0 +1,52 @@
+"""Reading one run's lines from DuckDB into the frame the detector judges.
+
+Metric NULL (not logged) and NaN (logged as NaN) must stay apart: Arrow keeps them apart,
+so each metric gets a companion flag column marking NaN/inf values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from app.db import queries
+from app.diagnose.detect import NONFINITE, NOT_METRICS
+
+
+def run_lines(cursor, run: str, after: int = -1) -> pd.DataFrame:
+    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, metrics."""
+    query = queries.load("run_lines")
+    table = cursor.sql(query.text(), params={"run": run, "after": after}).to_arrow_table()
+    return frame_of(table)
+
+
+def frame_of(table: pa.Table) -> pd.DataFrame:
+    columns: dict[str, np.ndarray] = {
+        "line_id": table["line_id"].to_numpy(),
+        "step": table["step"].to_numpy(),
+        "attempt": table["attempt"].to_numpy(),
+        "t": _clock(table),
+    }
+    for name in table.column_names:
+        if name in NOT_METRICS:
+            continue
+        column = table[name]
+        if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+            continue
+        if column.null_count == len(column):
+            continue  # a metric other runs log: nothing to judge here
+        values = column.cast(pa.float64())
+        columns[name] = values.to_numpy(zero_copy_only=False)
+        flagged = pc.and_(pc.is_valid(values), pc.invert(pc.is_finite(values)))
+        columns[NONFINITE + name] = flagged.to_numpy(zero_copy_only=False)
+    return pd.DataFrame(columns)
+
+
+def _clock(table: pa.Table) -> np.ndarray:
+    """Seconds for time gaps: elapsed_s where logged, else the Unix time."""
+    for name in ("elapsed_s", "time"):
+        if name in table.column_names and table[name].null_count < len(table):
+            return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False)
+    return np.full(len(table), np.nan)

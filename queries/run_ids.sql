@@ -1,0 +1,3 @@
+-- title: Run ids
+-- description: Every run id, in order.
+SELECT run FROM runs ORDER BY run

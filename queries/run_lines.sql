@@ -1,0 +1,9 @@
+-- title: Run lines
+-- description: One run's metric lines in the order they were logged (every attempt, as
+--   written), after a given line id: what incident detection reads, live and on demand.
+-- param run: run id (example: 'seed-cliff')
+-- param after: line id already read, -1 for all (example: -1)
+SELECT rowid AS line_id, *
+FROM metrics_all
+WHERE run = $run AND rowid > $after
+ORDER BY rowid
