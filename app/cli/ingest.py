@@ -25,7 +25,8 @@ def ingest_once(logdir: Path, db: Path | None, settings) -> int:
 
 def _errors(monitor: Monitor) -> int:
     result = monitor.db.run("health")
-    return dict(zip([d[0] for d in result.description], result.fetchone(), strict=True))["errors"]
+    names = [d[0] for d in result.description]
+    return dict(zip(names, result.fetchall()[0], strict=True))["errors"]
 
 
 def ingest_follow(logdir: Path, db: Path | None, settings, poll: bool) -> int:

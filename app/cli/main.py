@@ -43,8 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--poll", action="store_true", help="poll instead of inotify")
     settings_mod.add_arguments(ingest)
 
-    sql = sub.add_parser("sql", help="run a read-only SQL query")
-    sql.add_argument("query", help="SQL text, e.g. \"SELECT step, loss FROM metrics\"")
+    sql = sub.add_parser("sql", help="run a read-only SQL query, or a named one (--query)")
+    sql.add_argument("text", nargs="?", help="SQL text, e.g. \"SELECT step, loss FROM metrics\"")
+    sql.add_argument("--query", dest="name", help="a named query from queries/, e.g. time_gaps")
+    sql.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="a parameter of the named query (repeatable)")
     _logdir_args(sql, required=False)
     sql.add_argument("--format", choices=["table", "csv", "json"], default="table")
     settings_mod.add_arguments(sql)
@@ -58,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a live run watched at http://127.0.0.1:8501")
     demo.add_argument("--logdir", type=Path, default=Path("runs"))
     demo.add_argument("--port", type=int, default=8501)
+
+    diagnose = sub.add_parser("diagnose", help="incidents and their likely causes")
+    diagnose.add_argument("path", type=Path, help="a run folder or a log directory")
+    diagnose.add_argument("--db", type=Path, help="DuckDB file (default LOGDIR/.cliffwatch/)")
+    diagnose.add_argument("--json", action="store_true", help="a list of objects, not a report")
+    settings_mod.add_arguments(diagnose)
 
     validate = sub.add_parser("validate", help="check a run folder against log format v1")
     validate.add_argument("run_dir", type=Path)
@@ -92,8 +101,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sql":
         from app.cli.sql import sql_command
 
-        return sql_command(args.query, args.logdir, args.db, args.format,
+        return sql_command(args.text, args.name, args.param, args.logdir, args.db, args.format,
                            settings_mod.resolve(args))
+    if args.command == "diagnose":
+        from app.cli.diagnose import diagnose_command
+
+        return diagnose_command(args.path, args.db, args.json, settings_mod.resolve(args))
     if args.command == "replay":
         from app.cli.replay import replay
 

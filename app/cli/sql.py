@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from app.db import queries
 from app.db.database import Database
 from app.db.readonly import jsonable, run_readonly
 from app.errors import CliffwatchError
@@ -28,8 +29,16 @@ from app.server.serve import server_file
 LOCAL_WAIT_S = 10.0
 
 
-def sql_command(query: str, logdir: Path, db: Path | None, fmt: str, settings) -> int:
-    result = run_query(query, logdir, db, settings)
+def sql_command(text: str | None, name: str | None, params: list[str], logdir: Path,
+                db: Path | None, fmt: str, settings) -> int:
+    if bool(text) == bool(name):
+        raise CliffwatchError('give either SQL text or --query NAME (see `ls queries/`), e.g. '
+                              'sql --query time_gaps --param run=demo')
+    named = None
+    if name:
+        query = queries.load(name)
+        named = (name, query.bind(query.convert(_pairs(params))))
+    result = run_query(text, logdir, db, settings, named)
     sys.stdout.write(render(result, fmt))
     if result["truncated"]:
         print(f"cliffwatch: output truncated at {len(result['rows'])} rows; add LIMIT or raise "
@@ -37,16 +46,28 @@ def sql_command(query: str, logdir: Path, db: Path | None, fmt: str, settings) -
     return 0
 
 
-def run_query(query: str, logdir: Path, db: Path | None, settings) -> dict:
-    """The result as the API's JSON shape: {"columns", "rows", "truncated", ...}."""
+def _pairs(params: list[str]) -> dict[str, str]:
+    pairs = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliffwatchError(f"--param takes NAME=VALUE, got {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def run_query(query: str | None, logdir: Path, db: Path | None, settings,
+              named: tuple[str, dict] | None = None) -> dict:
+    """The result as the API's JSON shape: {"columns", "rows", "truncated", ...}. ``named``
+    is (query name, bound parameters) instead of SQL text."""
     db_path = Path(db or default_db(logdir)).resolve()
     deadline = time.monotonic() + LOCAL_WAIT_S
     while True:
         url = server_url(db_path)
         if url:
-            return _over_http(url, query)
+            return _named_http(url, *named) if named else _over_http(url, query)
         try:
-            return _local(db_path, query, settings)
+            return _local(db_path, query, settings, named)
         except CliffwatchError as exc:
             # held by another process: a server that is starting writes server.json soon
             if "is held by" not in str(exc) or time.monotonic() > deadline:
@@ -66,8 +87,18 @@ def server_url(db_path: Path) -> str | None:
 
 
 def _over_http(url: str, query: str) -> dict:
+    return _answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query}, timeout=None))
+
+
+def _named_http(url: str, name: str, params: dict) -> dict:
+    texts = {k: "null" if v is None else str(v) for k, v in params.items()}
+    return _answer(url, lambda: httpx.get(f"{url}/api/query/{name}", params=texts,
+                                          timeout=None))
+
+
+def _answer(url: str, send) -> dict:
     try:
-        response = httpx.post(f"{url}/api/sql", json={"sql": query}, timeout=None)
+        response = send()
     except httpx.HTTPError as exc:
         raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
     payload = response.json()
@@ -76,11 +107,14 @@ def _over_http(url: str, query: str) -> dict:
     return payload
 
 
-def _local(db_path: Path, query: str, settings) -> dict:
+def _local(db_path: Path, query: str | None, settings, named=None) -> dict:
     db = Database(db_path, read_only=True, allowed_dirs=[db_path.parent.parent], wait_s=0.5,
                   memory_limit=settings.memory_limit)
+    params = None
+    if named:
+        query, params = queries.load(named[0]).text(), named[1]
     try:
-        return run_readonly(db.cursor(), query, max_rows=settings.sql_max_rows,
+        return run_readonly(db.cursor(), query, params=params, max_rows=settings.sql_max_rows,
                             time_limit=settings.sql_time_limit).to_json()
     finally:
         db.close()

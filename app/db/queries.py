@@ -31,6 +31,26 @@ class Param:
     help: str
     example: str | None  # SQL literal text, used by tests and `sql --query NAME --help`
 
+    @property
+    def optional(self) -> bool:
+        """A parameter documented with "(default: ...)" may be left out (bound as NULL; the
+        query's coalesce() supplies the default)."""
+        return "(default:" in self.help
+
+    def convert(self, text: str):
+        """A value typed in a URL or on the command line, typed like the example
+        (``?min_ratio=5`` binds 5.0, ``?run=123`` stays the string "123")."""
+        example = (self.example or "").strip()
+        if text.lower() == "null":
+            return None
+        try:
+            if example[:1].isdigit() or example[:1] == "-":
+                return float(text) if "." in example or "." in text else int(text)
+        except ValueError:
+            raise CliffwatchError(f"parameter {self.name} must be a number, got {text!r}") \
+                from None
+        return text
+
 
 @dataclass(frozen=True)
 class Query:
@@ -49,13 +69,24 @@ class Query:
             sql = sql.replace("{" + name + "}", quote_identifier(identifiers[name]))
         return sql
 
+    def convert(self, texts: dict[str, str]) -> dict:
+        """Typed values from text (HTTP query string, CLI --param); unknown names are kept so
+        that bind() can name them in its error."""
+        return {k: self.params[k].convert(v) if k in self.params else v
+                for k, v in texts.items()}
+
     def bind(self, values: dict) -> dict:
         """Only the declared parameters, each present; a missing one is a user error."""
-        missing = [p for p in self.params if p not in values]
+        missing = [p for p, d in self.params.items() if p not in values and not d.optional]
         if missing:
             names = ", ".join(f"{p} ({self.params[p].help})" for p in missing)
-            raise CliffwatchError(f"query {self.name!r} needs parameter(s): {names}")
-        return {p: values[p] for p in self.params}
+            raise CliffwatchError(f"query {self.name!r} needs parameter(s): {names}; pass "
+                                  f"them as --param NAME=VALUE or ?NAME=VALUE")
+        unknown = sorted(set(values) - set(self.params))
+        if unknown:
+            raise CliffwatchError(f"query {self.name!r} has no parameter(s) "
+                                  f"{', '.join(unknown)}; it takes: {', '.join(self.params)}")
+        return {p: values.get(p) for p in self.params}
 
 
 def quote_identifier(name: str) -> str:

@@ -56,7 +56,7 @@ def load_context(cursor, run: str) -> RunContext:
     batches = _fetch(cursor, "run_batches", run).fetchall()
     lines = pd.DataFrame([b[:4] for b in batches],
                          columns=["line_id", "step", "attempt", "epoch"])
-    meta = _fetch(cursor, "run_meta", run).fetchone()
+    meta = next(iter(_fetch(cursor, "run_meta", run).fetchall()), None)
     runs, buckets, typical = _bucket_runs([b[4] for b in batches])
     return RunContext(events, lines, meta[2] if meta else None, runs, buckets, typical)
 

@@ -59,14 +59,26 @@ def diagnose(cursor, watch: Watch, runs: list[str] | None = None) -> list[Incide
     return sorted(incidents, key=severity)
 
 
-def severity(incident: Incident) -> tuple:
-    if incident.kind == "stall" or incident.kind == "spike":
-        size = incident.value / incident.baseline if incident.baseline else math.inf
-    elif incident.kind == "cliff":
-        size = incident.baseline / max(incident.value, 1e-12) if incident.baseline else 0.0
+def severity(incident: Incident | dict) -> tuple:
+    """Sort key, most severe first: non-finite values, then cliffs, spikes, stalls; within a
+    kind, the biggest departure from the baseline."""
+    get = incident.get if isinstance(incident, dict) else incident.__getattribute__
+    kind, value, baseline = get("kind"), _number(get("value")), _number(get("baseline"))
+    if kind in ("stall", "spike"):
+        size = value / baseline if baseline else math.inf
+    elif kind == "cliff":
+        size = baseline / max(value, 1e-12) if baseline else 0.0
     else:
         size = math.inf
-    return (KIND_RANK[incident.kind], -size, incident.run, incident.step)
+    return (KIND_RANK[kind], -size, get("run"), get("step"))
+
+
+def _number(value) -> float:
+    """Values from JSON may be "NaN"/"Infinity" strings."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 class LiveDiagnosis:

@@ -75,7 +75,7 @@ class Store:
 
     def add_file(self, run: str, path: str, kind: str) -> FileState:
         params = {"run": run, "path": path, "kind": kind}
-        file_id = self.db.run("ingest/file_insert", params).fetchone()[0]
+        file_id = self.db.run("ingest/file_insert", params).fetchall()[0][0]
         return FileState(file_id, run, path, kind)
 
     def commit(self, state: FileState, batch: Batch) -> int:
@@ -169,7 +169,7 @@ class Store:
             written = self.db.run("ingest/insert_direct_ranks", {**params, "rank": state.rank})
         else:
             written = self.db.run("ingest/insert_direct", params)
-        if written.fetchone()[0] != chunk.line_count():
+        if written.fetchall()[0][0] != chunk.line_count():
             raise _NotClean
         new.last_step = chunk.last_step
         if not chunk.scratch:

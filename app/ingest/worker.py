@@ -44,6 +44,7 @@ class IngestWorker:
         self.observer = PollingObserver(timeout=1.0) if poll else Observer()
         self.thread = threading.Thread(target=self._loop, name="cliffwatch-ingest", daemon=True)
         self.ticks = 0
+        self.listeners: list = []  # called (in this thread) after a tick that stored rows
 
     def start(self) -> None:
         self.tailer.tick(discover=True)  # catch up before serving anything
@@ -75,7 +76,10 @@ class IngestWorker:
                 self.rescan.clear()
                 next_scan = time.monotonic() + self.settings.scan_interval
             try:
-                self.tailer.tick(discover=discover)
+                rows = self.tailer.tick(discover=discover)
             except Exception:
                 log.exception("ingest tick failed; retrying")
+                rows = 0
             self.ticks += 1
+            for listener in self.listeners if rows else ():
+                listener()

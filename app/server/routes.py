@@ -2,6 +2,8 @@
 
     GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1}
     GET  /api/runs    -> {"runs": [{"run": "demo", "status": "running", ...}]}
+    GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
+    GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
     POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
 """
 
@@ -12,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.db import queries
 from app.db.readonly import SqlResult, jsonable, run_readonly
 from app.errors import CliffwatchError
 from app.server.state import current
@@ -40,10 +43,10 @@ def records(result: SqlResult) -> list[dict]:
 
 def named(name: str, params: dict | None = None) -> SqlResult:
     """Run a named read query through the read-only helper, on this thread's cursor."""
-    from app.db import queries
-
     state = current()
     query = queries.load(name)
+    if "/" in name:
+        raise CliffwatchError(f"no query named {name!r}", status=404)
     return run_readonly(state.monitor.db.cursor(), query.text(), params=query.bind(params or {}),
                         max_rows=state.settings.sql_max_rows,
                         time_limit=state.settings.sql_time_limit)
@@ -92,8 +95,33 @@ async def sql(request: Request) -> Response:
     return _json((await _threaded(work)).to_json())
 
 
+@_guarded
+async def query(request: Request) -> Response:
+    name = request.path_params["name"]
+    texts = dict(request.query_params)
+    result = await _threaded(lambda: named(name, queries.load(name).convert(texts)))
+    return _json({"query": name, **result.to_json()})
+
+
+@_guarded
+async def incidents(request: Request) -> Response:
+    run = request.query_params.get("run")
+    result = await _threaded(named, "incidents", {"run": run})
+    return _json({"incidents": [incident_json(r) for r in records(result)]})
+
+
+def incident_json(row: dict) -> dict:
+    """The diagnose --json shape: exactly these keys."""
+    return {k: row[k] for k in INCIDENT_KEYS}
+
+
+INCIDENT_KEYS = ("run", "kind", "metric", "step", "end_step", "value", "baseline", "causes",
+                 "evidence")
+
 ROUTES = [
     Route("/api/health", health, methods=["GET"]),
     Route("/api/runs", runs, methods=["GET"]),
     Route("/api/sql", sql, methods=["POST"]),
+    Route("/api/query/{name}", query, methods=["GET"]),
+    Route("/api/incidents", incidents, methods=["GET"]),
 ]

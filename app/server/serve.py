@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 
+from app.diagnose.worker import DiagnosisWorker
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor, default_db
@@ -42,6 +43,9 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str):
         monitor = Monitor.open(logdir, settings, db_path)
         worker = IngestWorker(monitor.tailer, settings, poll=poll)
         worker.start()
+        diagnosis = DiagnosisWorker(monitor.db, settings)
+        worker.listeners.append(diagnosis.poke)
+        diagnosis.start()
         state.set_current(state.ServerState(monitor, worker, settings))
         info = server_file(db_path)
         info.write_bytes(orjson.dumps({"pid": os.getpid(), "url": url,
@@ -53,6 +57,7 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str):
             info.unlink(missing_ok=True)
             state.set_current(None)
             worker.stop()
+            diagnosis.stop()
             monitor.close()
 
     return st.App(str(DASHBOARD), lifespan=lifespan, routes=ROUTES)

@@ -103,3 +103,52 @@ def test_lines_appended_while_serving_are_queryable(server):
         handle.write(json.dumps({"step": 4502, "loss": 0.5, "late_metric": 1.5}) + "\n")
     wait_for(lambda: server.sql("SELECT late_metric FROM metrics WHERE step = 4502")
              .json().get("rows") == [[1.5]], timeout=10)
+
+
+def test_named_queries_over_http(server):
+    body = httpx.get(server.url + "/api/query/stalls", params={"run": "seed-cliff"}).json()
+    assert [r[3] for r in body["rows"]] == [2027, 4019]  # the step column
+    body = httpx.get(server.url + "/api/query/stalls",
+                     params={"run": "seed-cliff", "min_ratio": "12"}).json()
+    assert [r[3] for r in body["rows"]] == [2027]
+    missing = httpx.get(server.url + "/api/query/spikes", params={"run": "seed-cliff"})
+    assert missing.status_code == 400 and "metric" in missing.json()["error"]
+    unknown = httpx.get(server.url + "/api/query/nope")
+    assert unknown.status_code == 404 and "known queries" in unknown.json()["error"]
+
+
+def test_live_incidents_over_http_and_cli(server):
+    def incidents():
+        return httpx.get(server.url + "/api/incidents", params={"run": "seed-cliff"}).json()[
+            "incidents"]
+
+    found = wait_for(lambda: len(incidents()) == 5 and incidents(), timeout=20)
+    assert sorted(i["step"] for i in found) == [2027, 2029, 4019, 4021, 4231]
+    done = run_cli("diagnose", str(server.logdir / "seed-cliff"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert sorted(i["step"] for i in json.loads(done.stdout)) == [2027, 2029, 4019, 4021, 4231]
+    named = run_cli("sql", "--query", "checkpoints", "--param", "run=seed-cliff", "--logdir",
+                    str(server.logdir), "--format", "json")
+    rows = json.loads(named.stdout)
+    assert [(r["step"], r["gap_to_step"], r["blocked_s"]) for r in rows] == [
+        (2000, 2027, 155.2), (4001, 4019, 100.0)]
+
+
+def test_incidents_found_live_while_lines_arrive_match_whole_run(tmp_path, make_server):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    srv = make_server(logdir)
+    done = run_cli("replay", str(SAMPLES / "seed-cliff"), "--to", str(logdir / "live"),
+                   "--speed", "3000")
+    assert done.returncode == 0, done.stderr
+    live = wait_for(lambda: (httpx.get(srv.url + "/api/incidents").json()["incidents"]
+                             if len(httpx.get(srv.url + "/api/incidents").json()["incidents"])
+                             >= 5 else None), timeout=30)
+    time.sleep(2.5)  # a last look by the live worker after the final lines
+    live = httpx.get(srv.url + "/api/incidents").json()["incidents"]
+    copy = tmp_path / "copy" / "live"
+    shutil.copytree(logdir / "live", copy)
+    whole = json.loads(run_cli("diagnose", str(copy), "--json").stdout)
+    key = ("kind", "metric", "step", "end_step", "causes", "evidence")
+    assert sorted(tuple(map(str, (i[k] for k in key))) for i in live) == sorted(
+        tuple(map(str, (i[k] for k in key))) for i in whole)

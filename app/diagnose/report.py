@@ -1,0 +1,59 @@
+"""How incidents read: a short report for people, a list of objects for programs.
+
+    seed-cliff: CLIFF in accuracy at step 4231 (through 4499): 0.0916, down from 0.1608 (-43%).
+      Likely causes: bucket_homogeneity, epoch_boundary.
+      - bucket_homogeneity: 17 consecutive micro-batches came from length bucket 5 ...
+"""
+
+from __future__ import annotations
+
+import math
+
+from app.db.readonly import jsonable
+from app.diagnose.detect import Incident
+from app.diagnose.diagnosis import severity
+
+KEYS = ("run", "kind", "metric", "step", "end_step", "value", "baseline", "causes", "evidence")
+
+
+def as_dict(incident: Incident) -> dict:
+    return {k: jsonable(getattr(incident, k)) for k in KEYS}
+
+
+def text(incidents: list[dict], scope: str) -> str:
+    if not incidents:
+        return f"No incidents in {scope}: no stalls, spikes, cliffs or non-finite values.\n"
+    ordered = sorted(incidents, key=severity)
+    lines = [f"{len(ordered)} incident{'s' if len(ordered) != 1 else ''} in {scope}, most "
+             "severe first.", ""]
+    for number, incident in enumerate(ordered, start=1):
+        lines.append(f"{number}. {incident['run']}: {_headline(incident)}")
+        lines.append(f"   Likely cause{'s' if len(incident['causes']) > 1 else ''}: "
+                     f"{', '.join(incident['causes'])}.")
+        for cause, sentence in zip(incident["causes"], incident["evidence"], strict=True):
+            lines.append(f"   - {cause}: {sentence}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _headline(i: dict) -> str:
+    where = f"at step {i['step']}" + (f" (through {i['end_step']})"
+                                      if i["end_step"] != i["step"] else "")
+    value, base = _num(i["value"]), _num(i["baseline"])
+    if i["kind"] == "stall":
+        return (f"STALL {where}: {value:.1f} s without a log line, {value / base:.1f}x the "
+                f"typical {base:.1f} s.")
+    if i["kind"] == "nonfinite":
+        return (f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value "
+                f"{i['baseline']}).")
+    change = (value - base) / abs(base) * 100 if base else math.inf
+    verb = "up" if i["kind"] == "spike" else "down"
+    return (f"{i['kind'].upper()} in {i['metric']} {where}: {value:.4g}, {verb} from "
+            f"{base:.4g} ({change:+.0f}%).")
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
