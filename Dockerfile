@@ -1,5 +1,12 @@
-# The monitor: `docker run -p 8501:8501 -v $PWD/runs:/runs cliffwatch`
-# serves the dashboard and /api for the runs mounted at /runs.
+# Two images from one file.
+#
+#   docker build --target monitor -t cliffwatch .            # CPU: the monitor only
+#   docker run -p 8501:8501 -v $PWD/runs:/runs cliffwatch     # serves the runs in /runs
+#
+#   docker build --target gpu -t cliffwatch-gpu .             # CUDA: trainer with flash-attn
+#   docker run --gpus all -v $PWD/runs:/runs cliffwatch-gpu \
+#       python -m trainer --out /runs/demo --preset demo --attn=flash
+
 FROM python:3.11-slim AS monitor
 WORKDIR /opt/cliffwatch
 COPY requirements-app.txt .
@@ -11,3 +18,18 @@ ENV PYTHONUNBUFFERED=1
 EXPOSE 8501
 VOLUME /runs
 CMD ["python", "-m", "app", "serve", "--logdir", "/runs", "--host", "0.0.0.0", "--port", "8501"]
+
+# The trainer on CUDA. flash-attn is kept out of requirements.txt: it builds against the
+# installed CUDA torch (nvcc and ninja from the devel image; MAX_JOBS bounds build memory).
+FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 AS gpu
+RUN apt-get update && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
+        python3.11-dev git ninja-build && rm -rf /var/lib/apt/lists/*
+RUN python3.11 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 MAX_JOBS=4
+WORKDIR /opt/cliffwatch
+COPY requirements.txt requirements-app.txt ./
+# PyPI's torch wheel for Linux x86_64 is the CUDA build; flash-attn compiles against it
+RUN pip install --no-cache-dir -r requirements.txt \
+    && pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3.post2
+COPY . .
+CMD ["python", "-m", "trainer", "--out", "/runs/demo", "--preset", "demo", "--attn=flash"]

@@ -23,6 +23,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/diagnose.py
+	$(BIN)/python bench/trainer.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -1,7 +1,12 @@
-"""`make demo`: a live run written into LOGDIR while the monitor serves it on 127.0.0.1.
+"""`make demo`: live training watched in the browser at http://127.0.0.1:8501.
 
-Until the bundled trainer is wired in, the live run is the seed incident
-(samples/seed-cliff) re-played 60 times faster than it happened.
+Two runs are written into LOGDIR while the monitor serves it:
+- the bundled trainer's ``demo`` preset, really training (blocking checkpoints on throttled
+  storage stall it; epoch boundaries rebuild its length-bucketed batches);
+- the seed incident (samples/seed-cliff) re-played 60 times faster than it happened, so the
+  incidents and their causes show up within minutes.
+
+The app only starts the trainer as a separate program; it never imports it.
 """
 
 from __future__ import annotations
@@ -14,20 +19,27 @@ from pathlib import Path
 from app import settings as settings_mod
 from app.server.serve import serve
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "seed-cliff"
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "samples" / "seed-cliff"
 SPEED = 60.0
 
 
 def demo(logdir: Path, port: int) -> int:
     logdir.mkdir(parents=True, exist_ok=True)
-    run_dir = logdir / f"seed-replay-{time.strftime('%Y%m%d-%H%M%S')}"
-    writer = subprocess.Popen([sys.executable, "-m", "app", "replay", str(SAMPLE), "--to",
-                               str(run_dir), "--speed", str(SPEED)])
-    print(f"cliffwatch demo: re-playing {SAMPLE.name} into {run_dir} at {SPEED:g}x; open "
-          f"http://127.0.0.1:{port}", file=sys.stderr)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    writers = [
+        subprocess.Popen([sys.executable, "-m", "trainer", "--out", str(logdir / f"demo-{stamp}"),
+                          "--preset", "demo", "--progress=off"], cwd=ROOT),
+        subprocess.Popen([sys.executable, "-m", "app", "replay", str(SAMPLE), "--to",
+                          str(logdir / f"seed-replay-{stamp}"), "--speed", str(SPEED)], cwd=ROOT),
+    ]
+    print(f"cliffwatch demo: training into {logdir}/demo-{stamp} and re-playing the seed "
+          f"incident at {SPEED:g}x; open http://127.0.0.1:{port}", file=sys.stderr)
     try:
         serve(logdir, None, "127.0.0.1", port, False, settings_mod.resolve())
     finally:
-        writer.terminate()
-        writer.wait(timeout=10)
+        for writer in writers:
+            writer.terminate()
+        for writer in writers:
+            writer.wait(timeout=10)
     return 0

@@ -31,3 +31,17 @@ def metrics(run: str) -> pd.DataFrame:
 def metric_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if c not in NOT_METRICS
             and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
+
+
+def markers(run: str) -> pd.DataFrame:
+    return _frame("run_markers", {"run": run})
+
+
+def incidents(run: str) -> pd.DataFrame:
+    frame = _frame("incidents", {"run": run})
+    if frame.empty:
+        return frame
+    frame["causes"] = frame["causes"].map(", ".join)
+    frame["evidence"] = frame["evidence"].map(" ".join)
+    return frame[["kind", "metric", "step", "end_step", "value", "baseline", "causes",
+                  "evidence"]]

@@ -34,8 +34,13 @@ def live(run: str) -> None:
     chosen = st.multiselect("Metrics", numeric, default=default, key=f"metrics-{run}")
     last = frame.iloc[-1]
     st.caption(f"{len(frame)} lines, last step {int(last['step'])}")
+    found = data.incidents(run)
+    if not found.empty:
+        st.subheader(f"Incidents ({len(found)})")
+        st.dataframe(found, hide_index=True)
+    markers = data.markers(run)
     for metric in chosen:
-        st.altair_chart(charts.metric_line(frame, metric), width="stretch")
+        st.altair_chart(charts.metric_line(frame, metric, markers), width="stretch")
 
 
 live(run)
