@@ -6,21 +6,20 @@
 -- param run: run id (example: 'seed-cliff')
 -- param metric: column name (example: 'loss')
 -- param points: about how many points to return (default: 2000) (example: 2000)
-WITH m AS (
+WITH m AS MATERIALIZED (
     SELECT step, COLUMNS($metric) AS value
     FROM metrics
     WHERE run = $run
-), finite AS (
-    SELECT * FROM m WHERE isfinite(value)
 ), span AS (
     SELECT min(step) AS lo, max(step) AS hi,
-           quantile_cont(value, 0.0001) AS q_lo, quantile_cont(value, 0.9999) AS q_hi
-    FROM finite
+           quantile_cont(value, [0.0001, 0.9999]) FILTER (WHERE isfinite(value)) AS q
+    FROM m
 ), buckets AS (
-    SELECT floor((f.step - s.lo) * (coalesce($points, 2000) // 2) / (s.hi - s.lo + 1)) AS b,
-           arg_min(f.step, f.value) AS low_step, min(f.value) AS low,
-           arg_max(f.step, f.value) AS high_step, max(f.value) AS high
-    FROM finite AS f, span AS s
+    SELECT floor((m.step - s.lo) * (coalesce($points, 2000) // 2) / (s.hi - s.lo + 1)) AS b,
+           arg_min(m.step, m.value) AS low_step, min(m.value) AS low,
+           arg_max(m.step, m.value) AS high_step, max(m.value) AS high
+    FROM m, span AS s
+    WHERE isfinite(m.value)
     GROUP BY b
 )
 SELECT step, value FROM (
@@ -29,6 +28,6 @@ SELECT step, value FROM (
     SELECT high_step, high FROM buckets
     UNION
     SELECT m.step, m.value FROM m, span AS s
-    WHERE NOT isfinite(m.value) OR m.value > s.q_hi OR m.value < s.q_lo
+    WHERE NOT isfinite(m.value) OR m.value > s.q[2] OR m.value < s.q[1]
 )
 ORDER BY step

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from app.db import queries
 from app.diagnose.detect import BEFORE, Incident
@@ -53,34 +55,33 @@ def _fetch(cursor, name: str, run: str):
 def load_context(cursor, run: str) -> RunContext:
     events = [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
               for k, s, e, t, d in _fetch(cursor, "run_events", run).fetchall()]
-    batches = _fetch(cursor, "run_batches", run).fetchall()
-    lines = pd.DataFrame([b[:4] for b in batches],
-                         columns=["line_id", "step", "attempt", "epoch"])
+    query = queries.load("run_batches")
+    table = cursor.sql(query.text(), params={"run": run}).to_arrow_table()
+    lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
+                          for name in ("line_id", "step", "attempt", "epoch")})
     meta = next(iter(_fetch(cursor, "run_meta", run).fetchall()), None)
-    runs, buckets, typical = _bucket_runs([b[4] for b in batches])
+    runs, buckets, typical = _bucket_runs(table["buckets"].combine_chunks())
     return RunContext(events, lines, meta[2] if meta else None, runs, buckets, typical)
 
 
-def _bucket_runs(per_line: list) -> tuple[np.ndarray, np.ndarray, float]:
-    """For each line, the length and bucket of the same-bucket run of micro-batches that is
-    going on at its last micro-batch."""
+def _bucket_runs(per_line: pa.ListArray) -> tuple[np.ndarray, np.ndarray, float]:
+    """For each line, the length and bucket of the same-bucket run of micro-batches going on
+    at its last micro-batch (carried over lines that log none), and the 99th percentile of
+    all run lengths."""
     n = len(per_line)
-    lengths, owners = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    finished: list[int] = []
-    current, length = None, 0
-    for i, buckets in enumerate(per_line):
-        for bucket in buckets or ():
-            if bucket == current:
-                length += 1
-            else:
-                if length:
-                    finished.append(length)
-                current, length = bucket, 1
-        lengths[i], owners[i] = (length, current) if current is not None else (0, -1)
-    if length:
-        finished.append(length)
-    typical = float(np.percentile(finished, 99)) if finished else 0.0
-    return lengths, owners, typical
+    flat = per_line.flatten().to_numpy(zero_copy_only=False)
+    if not len(flat):
+        return np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), 0.0
+    starts = np.flatnonzero(np.concatenate([[True], flat[1:] != flat[:-1]]))
+    run_of = np.cumsum(np.isin(np.arange(len(flat)), starts)) - 1
+    length_so_far = np.arange(len(flat)) - starts[run_of] + 1
+    counts = pc.fill_null(pc.list_value_length(per_line), 0).to_numpy(zero_copy_only=False)
+    last = np.cumsum(counts) - 1  # each line's last micro-batch so far, -1 before any
+    seen = last >= 0
+    lengths = np.where(seen, length_so_far[np.maximum(last, 0)], 0)
+    owners = np.where(seen, flat[np.maximum(last, 0)], -1)
+    run_lengths = np.diff(np.append(starts, len(flat)))
+    return lengths, owners, float(np.percentile(run_lengths, 99))
 
 
 def attribute(incident: Incident, ctx: RunContext, stalls: list[Incident]) -> None:

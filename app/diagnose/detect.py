@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
+import bottleneck as bn
 import numpy as np
 import pandas as pd
 
@@ -77,6 +78,18 @@ class Watch:
         return None
 
 
+def trailing_median(values: np.ndarray) -> np.ndarray:
+    """Median of the BASELINE values before each position, skipping NaN; NaN until
+    MIN_BASELINE values are there."""
+    if not len(values):
+        return values
+    window = min(BASELINE, len(values))  # bottleneck wants window <= length; same medians
+    moving = bn.move_median(values, window, min_count=min(MIN_BASELINE, window))
+    moving = np.where(bn.move_sum(np.isfinite(values), window, min_count=1) >= MIN_BASELINE,
+                      moving, np.nan)
+    return np.concatenate([[np.nan], moving[:-1]])
+
+
 class RunDetector:
     """Keeps just enough of one run's recent lines to judge the next ones."""
 
@@ -100,7 +113,8 @@ class RunDetector:
             kind = self.watch.kind_of(metric)
             if kind:
                 changed += self._level_shift(kind, metric, n)
-            changed += self._nonfinite(metric, n)
+            if self._has_nonfinite(metric):
+                changed += self._nonfinite(metric, n)
         for kind, ahead in LOOKAHEAD.items():
             self.frontier[kind] = max(self.frontier[kind], n - ahead)
         self._trim()
@@ -111,6 +125,9 @@ class RunDetector:
     def _metrics(self) -> list[str]:
         return [c for c in self.frame.columns
                 if c not in NOT_METRICS and not c.startswith(NONFINITE)]
+
+    def _has_nonfinite(self, metric: str) -> bool:
+        return NONFINITE + metric in self.frame.columns
 
     def _pos(self, line: int) -> int:
         return line - self.base
@@ -145,63 +162,73 @@ class RunDetector:
     def _stalls(self, n: int) -> list[Incident]:
         if "t" not in self.frame or self.frame["t"].isna().all():
             return []
-        t, attempt = self.frame["t"], self.frame["attempt"]
-        dt = t.diff().where(attempt.eq(attempt.shift()))
-        typical = dt.shift(1).rolling(BASELINE, min_periods=MIN_BASELINE).median()
-        dsteps = self.frame["step"].diff()
-        typical_steps = dsteps.where(dt.notna()).shift(1).rolling(
-            BASELINE, min_periods=MIN_BASELINE).median()
-        mask = ((dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)).to_numpy()
+        t = self.frame["t"].to_numpy(dtype=float)
+        attempt = self.frame["attempt"].to_numpy()
+        steps = self.frame["step"].to_numpy(dtype=float)
+        same = np.concatenate([[False], attempt[1:] == attempt[:-1]])
+        dt = np.where(same, np.diff(t, prepend=np.nan), np.nan)
+        dsteps = np.where(same, np.diff(steps, prepend=np.nan), np.nan)
+        typical = trailing_median(dt)
+        with np.errstate(invalid="ignore"):
+            mask = (dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)
         found = []
         for line in self._candidates("stall", mask, n, 0):
             p = self._pos(line)
+            before = dsteps[max(0, p - BASELINE):p]
+            typical_steps = float(np.nanmedian(before)) if np.isfinite(before).any() else None
             found.append(Incident(
                 self.run, "stall", "interval_s", self._step(line), self._step(line),
-                float(dt.iat[p]), float(typical.iat[p]), **self._context(line),
-                detail={"steps": int(dsteps.iat[p]), "typical_steps": float(typical_steps.iat[p]),
-                        "t_from": float(t.iat[p - 1]), "t_to": float(t.iat[p])}))
+                float(dt[p]), float(typical[p]), **self._context(line),
+                detail={"steps": int(dsteps[p]), "typical_steps": typical_steps,
+                        "t_from": float(t[p - 1]), "t_to": float(t[p])}))
         return found
 
     # ---- spikes and cliffs ------------------------------------------------------------------
 
-    def _baseline(self, metric: str) -> tuple[pd.Series, pd.Series, pd.Series]:
-        values = self.frame[metric].astype("float64")
-        finite = values.where(np.isfinite(values))
-        roll = finite.shift(1).rolling(BASELINE, min_periods=MIN_BASELINE)
-        median = roll.median()
-        iqr = roll.quantile(0.75) - roll.quantile(0.25)
-        scale = np.maximum(iqr / 1.349, 0.01 * median.abs())
-        return finite, median, scale
+    def _baseline(self, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The metric (non-finite as NaN), its trailing median, and a robust noise scale: the
+        trailing median of line-to-line changes (for white noise, 1.4826 / sqrt(2) of it is
+        the standard deviation)."""
+        values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
+        values = np.where(np.isfinite(values), values, np.nan)
+        median = trailing_median(values)
+        jumps = trailing_median(np.abs(np.diff(values, prepend=np.nan)))
+        scale = np.maximum(jumps * (1.4826 / np.sqrt(2.0)), 0.01 * np.abs(median))
+        return values, median, scale
 
     def _level_shift(self, kind: str, metric: str, n: int) -> list[Incident]:
         values, median, scale = self._baseline(metric)
         sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
         rel = SPIKE_REL if kind == "spike" else CLIFF_REL
         sigmas = SPIKE_SIGMAS if kind == "spike" else CLIFF_SIGMAS
-        threshold = np.maximum(sigmas * scale, rel * median.abs())
+        threshold = np.maximum(sigmas * scale, rel * np.abs(median))
         excess = sign * (values - median)
-        mask = (excess > threshold).to_numpy().copy()
-        if kind == "spike":  # sudden: most of the excess arrived in one line
-            mask &= (sign * values.diff() > 0.5 * excess).to_numpy()
-        else:  # and it stays down
-            level = median - 0.5 * threshold
-            for k in range(1, CLIFF_STAYS + 1):
-                mask &= (values.shift(-k) < level).to_numpy()
+        with np.errstate(invalid="ignore"):
+            mask = excess > threshold
+            if kind == "spike":  # sudden: most of the excess arrived in one line
+                mask &= sign * np.diff(values, prepend=np.nan) > 0.5 * excess
+            else:  # and it stays down
+                level = median - 0.5 * threshold
+                for k in range(1, CLIFF_STAYS + 1):
+                    ahead = np.full(len(values), np.nan)
+                    ahead[:max(len(values) - k, 0)] = values[k:]
+                    mask &= ahead < level
         found = []
         for line in self._candidates(kind, mask, n, LOOKAHEAD[kind]):
             if line <= self.last_end.get((kind, metric), -1):
                 continue
             p = self._pos(line)
-            level = float(median.iat[p] + sign * 0.5 * threshold.iat[p])
             incident = Incident(self.run, kind, metric, self._step(line), self._step(line),
-                                float(values.iat[p]), float(median.iat[p]),
-                                **self._context(line), level=level)
+                                float(values[p]), float(median[p]), **self._context(line),
+                                level=float(median[p] + sign * 0.5 * threshold[p]))
             self._extend(incident, n)
             found.append(incident)
         return found
 
     def _beyond(self, incident: Incident, p: int) -> bool:
         if incident.kind == "nonfinite":
+            if not self._has_nonfinite(incident.metric):
+                return False
             flag = self.frame[NONFINITE + incident.metric].iat[p]
             return bool(flag) if isinstance(flag, (bool, np.bool_)) else False
         value = self.frame[incident.metric].iat[p]

@@ -47,7 +47,7 @@ def with_causes(cursor, run: str, incidents: list[Incident]) -> list[Incident]:
 def diagnose_run(cursor, run: str, watch: Watch) -> list[Incident]:
     detector = RunDetector(run, watch)
     found: dict[tuple, Incident] = {}
-    collect(detector.feed(run_lines(cursor, run)), found)
+    collect(detector.feed(run_lines(cursor, run, watch)), found)
     return with_causes(cursor, run, list(found.values()))
 
 
@@ -95,7 +95,7 @@ class LiveDiagnosis:
         cursor = self.db.cursor()
         changed = 0
         for run in run_ids(cursor):
-            frame = run_lines(cursor, run, self.last_line.get(run, -1))
+            frame = run_lines(cursor, run, self.watch, self.last_line.get(run, -1))
             if frame.empty:
                 continue
             self.last_line[run] = int(frame["line_id"].iat[-1])

@@ -12,17 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.db import queries
-from app.diagnose.detect import NONFINITE, NOT_METRICS
+from app.diagnose.detect import NONFINITE, NOT_METRICS, Watch
 
 
-def run_lines(cursor, run: str, after: int = -1) -> pd.DataFrame:
-    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, metrics."""
+def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
+    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, and the metrics
+    the detector needs (watched ones, and any holding a NaN or infinity)."""
     query = queries.load("run_lines")
     table = cursor.sql(query.text(), params={"run": run, "after": after}).to_arrow_table()
-    return frame_of(table)
+    return frame_of(table, watch)
 
 
-def frame_of(table: pa.Table) -> pd.DataFrame:
+def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
     columns: dict[str, np.ndarray] = {
         "line_id": table["line_id"].to_numpy(),
         "step": table["step"].to_numpy(),
@@ -38,9 +39,12 @@ def frame_of(table: pa.Table) -> pd.DataFrame:
         if column.null_count == len(column):
             continue  # a metric other runs log: nothing to judge here
         values = column.cast(pa.float64())
-        columns[name] = values.to_numpy(zero_copy_only=False)
         flagged = pc.and_(pc.is_valid(values), pc.invert(pc.is_finite(values)))
-        columns[NONFINITE + name] = flagged.to_numpy(zero_copy_only=False)
+        odd = pc.any(flagged).as_py()
+        if odd or watch.kind_of(name):
+            columns[name] = values.to_numpy(zero_copy_only=False)
+        if odd:  # a missing flag column reads as "all finite"
+            columns[NONFINITE + name] = flagged.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns)
 
 

@@ -121,7 +121,7 @@ def test_line_by_line_detection_equals_whole_run(tmp_path):
     with ingest(tmp_path / "logs") as mon:
         cursor = mon.db.cursor()
         whole = diagnose(cursor, Watch())
-        frame = run_lines(cursor, "seed")
+        frame = run_lines(cursor, "seed", Watch())
         live = RunDetector("seed", Watch())
         found = {}
         for i in range(len(frame)):  # one line at a time, as they arrive

@@ -1,0 +1,90 @@
+"""Diagnosis benchmark (diagnosis issue). On a 1,000,000-line run with the seed's fields and a
+few planted stalls and spikes, prints, measured in one run:
+
+- whole-run diagnosis time (target <= 2 s),
+- the `downsample` query of the run's loss to 2,000 points (target <= 100 ms),
+- a plain SELECT count(*) on the same table as the yardstick,
+- whether every loss value above the 99.99th percentile is in the downsampled result.
+
+    python bench/diagnose.py [--lines 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app import settings as settings_mod  # noqa: E402
+from app.db import queries  # noqa: E402
+from app.db.readonly import run_readonly  # noqa: E402
+from app.diagnose.detect import Watch  # noqa: E402
+from app.diagnose.diagnosis import diagnose  # noqa: E402
+from app.monitor import Monitor  # noqa: E402
+
+STALLS = {200_000, 600_000}  # steps after a 150 s silence (lines are 10 s apart)
+SPIKES = {200_002: 12.0, 600_002: 7.0, 800_000: 9.0}
+
+
+def generate(path: Path, lines: int) -> None:
+    rng = random.Random(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    elapsed = 0.0
+    with path.open("w") as handle:
+        for step in range(1, lines + 1):
+            elapsed += 150.0 if step in STALLS else 10.0 * rng.uniform(0.98, 1.02)
+            loss = SPIKES.get(step, 0.8 * rng.uniform(0.95, 1.05))
+            handle.write(json.dumps({
+                "step": step, "loss": loss, "accuracy": 0.16 * rng.uniform(0.97, 1.03),
+                "avg_streak": 1.9, "lr": 3e-4, "noise_std": 0.05, "tgt_batch_per_sec": 11.8,
+                "dft_batch_per_sec": 47.1, "tok_per_sec": 26000.0, "hs_queue_depth": 4,
+                "elapsed_s": round(elapsed, 3)}) + "\n")
+
+
+def timed(func):
+    started = time.perf_counter()
+    result = func()
+    return result, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = Path(tmp) / "logs"
+        generate(logs / "big" / "metrics.jsonl", args.lines)
+        with Monitor.open(logs, settings_mod.resolve()) as monitor:
+            monitor.tailer.tick(discover=True)
+            cursor = monitor.db.cursor()
+            found, diagnose_s = timed(lambda: diagnose(cursor, Watch(), ["big"]))
+            _, count_s = timed(lambda: cursor.execute("SELECT count(*) FROM metrics_all")
+                               .fetchall())
+            query = queries.load("downsample")
+            params = {"run": "big", "metric": "loss", "points": 2000}
+            points, downsample_s = timed(lambda: run_readonly(
+                cursor, query.text(), params=params, max_rows=100_000, time_limit=60).rows)
+            extremes = cursor.execute(
+                "SELECT step, loss FROM metrics WHERE run = 'big' AND loss > "
+                "(SELECT quantile_cont(loss, 0.9999) FROM metrics WHERE run = 'big')").fetchall()
+    kept = set(points)
+    missing = [e for e in extremes if e not in kept]
+    print(f"run: {args.lines:,} lines; incidents found: "
+          + ", ".join(f"{i.kind}@{i.step}" for i in found))
+    print(f"whole-run diagnosis: {diagnose_s * 1000:.0f} ms (target <= 2000 ms)")
+    print(f"downsample to 2,000 points: {downsample_s * 1000:.1f} ms for {len(points):,} points "
+          f"(target <= 100 ms)")
+    print(f"yardstick SELECT count(*): {count_s * 1000:.1f} ms")
+    print(f"values above the 99.99th percentile: {len(extremes)}, all in the downsampled result: "
+          f"{'yes' if not missing else f'NO, {len(missing)} missing'}")
+
+
+if __name__ == "__main__":
+    main()
