@@ -108,3 +108,19 @@ def test_resume_replace_and_truncate_start_new_attempts(live):
     assert [r[1] for r in reasons] == ["start", "step_back", "file_replaced", "file_replaced"]
     assert cur.execute("SELECT step, loss FROM metrics").fetchall() == [(1, 2.5)]
     assert count(monitor, "SELECT count(*) FROM metrics_all") == 8  # nothing overwritten
+
+
+def test_polling_observer_for_network_filesystems(tmp_path):
+    # --poll: no inotify; the polling observer's events still wake the worker
+    logs = tmp_path / "logs"
+    (logs / "nfs").mkdir(parents=True)
+    settings = dataclasses.replace(settings_mod.resolve(), scan_interval=0.5, tick_interval=30.0)
+    monitor = Monitor.open(logs, settings)
+    worker = IngestWorker(monitor.tailer, settings, poll=True)
+    worker.start()
+    try:
+        append(logs / "nfs" / "metrics.jsonl", {"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.9})
+        wait_for(lambda: count(monitor, "SELECT count(*) FROM metrics") == 2, timeout=10)
+    finally:
+        worker.stop()
+        monitor.close()
