@@ -23,6 +23,7 @@ def test_markers_become_rules_with_their_labels():
                             "label": ["checkpoint, loop blocked 11.3 s", "spike in loss"]})
     spec = metric_line(FRAME, "loss", markers).to_dict()
     line, rules = spec["layer"]
+    assert line["mark"]["type"] == "line"
     assert rules["mark"]["type"] == "rule" and rules["encoding"]["x"]["field"] == "step"
     data = spec["datasets"][rules["data"]["name"]]
     assert [d["label"] for d in data] == ["checkpoint, loop blocked 11.3 s", "spike in loss"]
