@@ -8,11 +8,11 @@ WITH saves AS (
         run, step,
         min(elapsed_s) FILTER (WHERE kind = 'checkpoint_start') AS started_s,
         max(elapsed_s) FILTER (WHERE kind = 'checkpoint_end') AS ended_s,
-        max(CAST(data->>'duration_s' AS DOUBLE)) FILTER (WHERE kind = 'checkpoint_end')
+        max(TRY_CAST(data->>'duration_s' AS DOUBLE)) FILTER (WHERE kind = 'checkpoint_end')
             AS duration_s,
-        max(CAST(data->>'blocked_s' AS DOUBLE)) FILTER (WHERE kind = 'checkpoint_end')
+        max(TRY_CAST(data->>'blocked_s' AS DOUBLE)) FILTER (WHERE kind = 'checkpoint_end')
             AS blocked_s,
-        max(CAST(data->>'bytes' AS BIGINT)) FILTER (WHERE kind = 'checkpoint_end') AS bytes,
+        max(TRY_CAST(data->>'bytes' AS BIGINT)) FILTER (WHERE kind = 'checkpoint_end') AS bytes,
         max(data->>'path') AS path
     FROM events
     WHERE kind IN ('checkpoint_start', 'checkpoint_end') AND ($run IS NULL OR run = $run)

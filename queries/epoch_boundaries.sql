@@ -3,7 +3,7 @@
 --   (a fractional epoch, as Hugging Face logs it, crossing an integer counts).
 -- param run: run id, or NULL for every run (example: 'seed-cliff')
 WITH explicit AS (
-    SELECT run, step, CAST(data->>'epoch' AS DOUBLE) AS epoch, 'event' AS source
+    SELECT run, step, TRY_CAST(data->>'epoch' AS DOUBLE) AS epoch, 'event' AS source
     FROM events
     WHERE kind = 'epoch_start' AND ($run IS NULL OR run = $run)
 ), fields AS (

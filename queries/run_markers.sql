@@ -3,7 +3,9 @@
 --   first step of each incident, with a label.
 -- param run: run id (example: 'seed-cliff')
 SELECT step, 'checkpoint' AS marker,
-       'checkpoint, loop blocked ' || coalesce(round(CAST(data->>'blocked_s' AS DOUBLE), 1)::VARCHAR, '?') || ' s' AS label
+       'checkpoint, loop blocked '
+       || coalesce(round(TRY_CAST(data->>'blocked_s' AS DOUBLE), 1)::VARCHAR, '?') || ' s'
+       AS label
 FROM events WHERE run = $run AND kind = 'checkpoint_end'
 UNION ALL
 SELECT step, 'epoch', 'epoch ' || coalesce(data->>'epoch', '?') || ' starts'

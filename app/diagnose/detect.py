@@ -85,7 +85,8 @@ def trailing_median(values: np.ndarray) -> np.ndarray:
         return values
     window = min(BASELINE, len(values))  # bottleneck wants window <= length; same medians
     moving = bn.move_median(values, window, min_count=min(MIN_BASELINE, window))
-    moving = np.where(bn.move_sum(np.isfinite(values), window, min_count=1) >= MIN_BASELINE,
+    present = np.isfinite(values).astype(np.float64)  # bottleneck is slow on bool arrays
+    moving = np.where(bn.move_sum(present, window, min_count=1) >= MIN_BASELINE,
                       moving, np.nan)
     return np.concatenate([[np.nan], moving[:-1]])
 

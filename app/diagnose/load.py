@@ -16,8 +16,8 @@ from app.diagnose.detect import NONFINITE, NOT_METRICS, Watch
 
 
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
-    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, and the metrics
-    the detector needs (watched ones, and any holding a NaN or infinity)."""
+    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, the metrics, and
+    a NaN/inf flag column for each metric that has any."""
     query = queries.load("run_lines")
     table = cursor.sql(query.text(), params={"run": run, "after": after}).to_arrow_table()
     return frame_of(table, watch)
@@ -39,18 +39,18 @@ def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
         if column.null_count == len(column):
             continue  # a metric other runs log: nothing to judge here
         values = column.cast(pa.float64())
+        columns[name] = values.to_numpy(zero_copy_only=False)
         flagged = pc.and_(pc.is_valid(values), pc.invert(pc.is_finite(values)))
-        odd = pc.any(flagged).as_py()
-        if odd or watch.kind_of(name):
-            columns[name] = values.to_numpy(zero_copy_only=False)
-        if odd:  # a missing flag column reads as "all finite"
+        if pc.any(flagged).as_py():  # a missing flag column reads as "all finite"
             columns[NONFINITE + name] = flagged.to_numpy(zero_copy_only=False)
     return pd.DataFrame(columns)
 
 
 def _clock(table: pa.Table) -> np.ndarray:
-    """Seconds for time gaps: elapsed_s where logged, else the Unix time."""
-    for name in ("elapsed_s", "time"):
-        if name in table.column_names and table[name].null_count < len(table):
-            return table[name].cast(pa.float64()).to_numpy(zero_copy_only=False)
-    return np.full(len(table), np.nan)
+    """Seconds for time gaps, line by line: elapsed_s where logged, else the Unix time (as
+    the line_gaps view does), so the answer does not depend on which lines came together."""
+    clock = pa.nulls(len(table), pa.float64())
+    for name in ("time", "elapsed_s"):
+        if name in table.column_names:
+            clock = pc.coalesce(table[name].cast(pa.float64()), clock)
+    return clock.to_numpy(zero_copy_only=False)

@@ -20,7 +20,9 @@ EXCERPT = 200
 SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
            "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
 # Keys that would collide with the monitor's own columns get a prefix (docs/log-format.md).
-RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank"}
+RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", ""}
+INT64 = (-(2**63), 2**63 - 1)
+INT32 = (-(2**31), 2**31 - 1)
 
 
 @dataclass
@@ -45,6 +47,10 @@ def excerpt(raw: bytes) -> str:
 
 def column_name(key: str) -> str:
     return f"log_{key}" if key.lower() in RESERVED else key
+
+
+def _within(value: int, bounds: tuple[int, int]) -> bool:
+    return bounds[0] <= value <= bounds[1]
 
 
 def decode(raw: bytes) -> object:
@@ -108,26 +114,31 @@ def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem]) -> 
     step = obj.get("step")
     if isinstance(step, float) and step.is_integer():
         step = int(step)
-    if not isinstance(step, int) or isinstance(step, bool):
+    if not isinstance(step, int) or isinstance(step, bool) or not _within(step, INT64):
         reason = "missing 'step'" if "step" not in obj else f"'step' is not an integer ({step!r})"
         problems.append(Problem(offset, "error", reason, excerpt(raw)))
         return None
-    row, odd = {"step": step}, []
+    row, odd, seen = {"step": step}, [], {"step"}
     for key, value in obj.items():
         if key == "step":
             continue
+        if key.lower() in seen:  # SQL columns ignore case: Loss and loss are one column
+            odd.append(f"key '{key}' repeats another key but for case; ignored")
+            continue
+        seen.add(key.lower())
         if key == "buckets":
-            ok = isinstance(value, list) and all(type(b) is int for b in value)
+            ok = isinstance(value, list) and all(type(b) is int and _within(b, INT32)
+                                                 for b in value)
             row[key] = value if ok else None
             if not ok and value is not None:
-                odd.append(f"'buckets' is not a list of integers ({_short(value)})")
+                odd.append(f"'buckets' is not a list of integers ({_short(value)}); stored as "
+                           "NULL")
         elif value is None or isinstance(value, (int, float)):
             row[column_name(key)] = float(value) if isinstance(value, bool) else value
         else:
-            odd.append(f"metric '{key}' is not a number ({_short(value)})")
+            odd.append(f"metric '{key}' is not a number ({_short(value)}); stored as NULL")
     if odd:
-        problems.append(Problem(offset, "warning", "; ".join(odd) + "; stored as NULL",
-                                excerpt(raw)))
+        problems.append(Problem(offset, "warning", "; ".join(odd), excerpt(raw)))
     return row
 
 
@@ -144,11 +155,16 @@ def records_table(records: list[dict], schema: pa.Schema) -> pa.Table:
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
-    """Arrow table in line order: special keys typed, every other key float64."""
-    keys: dict[str, None] = {}
+    """Arrow table in line order: special keys typed, every other key float64. A key spelled
+    with other case on other lines goes to the column of its first spelling."""
+    spelling: dict[str, str] = {}
     for row in rows:
-        keys.update(dict.fromkeys(row))
-    return records_table(rows, pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in keys]))
+        for key in list(row):
+            first = spelling.setdefault(key.lower(), key)
+            if first != key:
+                row[first] = row.pop(key)
+    schema = pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in spelling.values()])
+    return records_table(rows, schema)
 
 
 def number(value: object) -> float | None:

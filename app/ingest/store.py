@@ -8,6 +8,7 @@ the transaction that stores it has committed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -119,6 +120,8 @@ class Store:
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
         if state.kind == "rank":
+            if "log_rank" in rows.column_names:  # the rank a line names is its file's rank
+                rows = rows.drop_columns(["log_rank"])
             rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
                                                         rows.num_rows))
         self._ensure_columns(cur, table_name, rows.column_names)
@@ -154,6 +157,10 @@ class Store:
                 cur.rollback()
                 self._columns.clear()
                 return None
+            except BaseException:  # e.g. the line count failed: never leave it open
+                cur.rollback()
+                self._columns.clear()
+                raise
             _copy_into(state, trial)
             return rows
         return None
@@ -169,7 +176,7 @@ class Store:
             written = self.db.run("ingest/insert_direct_ranks", {**params, "rank": state.rank})
         else:
             written = self.db.run("ingest/insert_direct", params)
-        if written.fetchall()[0][0] != chunk.line_count():
+        if written.fetchall()[0][0] != chunk.line_count() or not chunk.still_clean():
             raise _NotClean
         new.last_step = chunk.last_step
         if not chunk.scratch:
@@ -182,16 +189,27 @@ class Store:
         return chunk.line_count()
 
     def _add_columns(self, cur, kind: str, chunk: bulk.Chunk) -> bool:
-        """Columns for the chunk's new metric keys; False if there are none to add."""
+        """Columns for the chunk's new metric keys, committed before its rows (an empty
+        column is harmless if the rows then take the careful path); False if there are none
+        to add or the chunk cannot even be described."""
         table = TABLES[kind]
-        self._ensure_columns(cur, table, [])
-        described = self.db.run("ingest/chunk_columns", {"path": str(chunk.path)}).fetchall()
+        try:
+            self._ensure_columns(cur, table, [])
+            query = "ingest/chunk_columns"
+            described = self.db.run(query, {"path": str(chunk.path)}).fetchall()
+        except duckdb.Error:
+            return False
         names = bulk.new_columns(described, self._columns[table])
         if not names:
             return False
         cur.begin()
-        self._ensure_columns(cur, table, names)
-        cur.commit()
+        try:
+            self._ensure_columns(cur, table, names)
+            cur.commit()
+        except BaseException:
+            cur.rollback()
+            self._columns.clear()
+            raise
         return True
 
     def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
@@ -209,7 +227,9 @@ class Store:
         try:
             self.db.run(query)
         finally:
-            cur.unregister("chunk")
+            # in an aborted transaction this fails too; the real error is the one to see
+            with contextlib.suppress(duckdb.Error):
+                cur.unregister("chunk")
 
     def _insert_events(self, cur, state, events, problems: list[Problem]) -> None:
         records = []

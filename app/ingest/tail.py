@@ -143,7 +143,35 @@ class Tailer:
             parsed.problems.append(Problem(base, "warning", "file has CRLF (\\r\\n) line "
                                            "endings; lines are read normally"))
             new.crlf_reported = True
-        return self.store.commit(state, Batch(parsed, new, reason))
+        try:
+            return self.store.commit(state, Batch(parsed, new, reason))
+        except Exception:
+            if data.count(b"\n") == 1 and not parsed.rows and not parsed.events:
+                raise  # nothing line-specific to skip: a database problem; retry next tick
+            log.warning("%s: a batch could not be stored; storing it line by line", state.path)
+            return self._line_by_line(state, data, base, info, reason)
+
+    def _line_by_line(self, state: FileState, data: bytes, base: int, info, reason) -> int:
+        """The backstop for a line the database refuses (a value no check foresaw): each line
+        in its own transaction, and one that still fails is recorded and skipped, so one bad
+        line never stops a file."""
+        rows, offset = 0, base
+        for raw in data.split(b"\n")[:-1]:
+            line = raw + b"\n"
+            new = copy.copy(state)
+            new.offset, new.size, new.lines = offset + len(line), info.st_size, state.lines + 1
+            if offset == 0:
+                new.head = data[:HEAD_BYTES].hex()
+            parsed = parse_lines(line, offset, events_only=state.kind == "events")
+            try:
+                rows += self.store.commit(state, Batch(parsed, new, reason))
+            except Exception as exc:
+                problem = Problem(offset, "error", f"could not store this line "
+                                  f"({type(exc).__name__}: {str(exc).splitlines()[0]}); skipped",
+                                  excerpt(raw))
+                self.store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
+            reason, offset = None, offset + len(line)
+        return rows
 
     def _whole(self, state: FileState, new: FileState, path: Path, info) -> int | None:
         chunk = bulk.whole_file(path, info.st_size)

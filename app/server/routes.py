@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -41,12 +43,27 @@ def records(result: SqlResult) -> list[dict]:
             for row in result.rows]
 
 
+# DuckDB cannot interrupt every expression (a huge list_sort runs to the end), so at most
+# this many ad-hoc queries run at once: the rest of the API and the dashboard keep threads.
+ADHOC_SLOTS = threading.BoundedSemaphore(2)
+
+
+def _limited(run):
+    if not ADHOC_SLOTS.acquire(timeout=current().settings.sql_time_limit):
+        raise CliffwatchError("two ad-hoc queries are already running; try again when they "
+                              "finish", status=503)
+    try:
+        return run()
+    finally:
+        ADHOC_SLOTS.release()
+
+
 def named(name: str, params: dict | None = None) -> SqlResult:
     """Run a named read query through the read-only helper, on this thread's cursor."""
-    state = current()
-    query = queries.load(name)
     if "/" in name:
         raise CliffwatchError(f"no query named {name!r}", status=404)
+    state = current()
+    query = queries.load(name)
     return run_readonly(state.monitor.db.cursor(), query.text(), params=query.bind(params or {}),
                         max_rows=state.settings.sql_max_rows,
                         time_limit=state.settings.sql_time_limit)
@@ -80,17 +97,20 @@ async def sql(request: Request) -> Response:
     body = await request.body()
     try:
         payload = orjson.loads(body) if body[:1] == b"{" else {"sql": body.decode()}
-        text = payload["sql"]
-    except (orjson.JSONDecodeError, KeyError, UnicodeDecodeError):
-        raise CliffwatchError('send {"sql": "SELECT ..."} as JSON, or the query as plain '
-                              "text") from None
+        text, limit = payload["sql"], payload.get("max_rows")
+        positive = limit is None or (type(limit) is int and limit > 0)
+        if not isinstance(text, str) or not positive:
+            raise TypeError
+    except (orjson.JSONDecodeError, KeyError, UnicodeDecodeError, TypeError):
+        raise CliffwatchError('send {"sql": "SELECT ...", "max_rows": 100} as JSON (max_rows '
+                              "optional, a positive integer), or the query as plain text") \
+            from None
 
     def work():
         state = current()
-        limit = int(payload.get("max_rows") or state.settings.sql_max_rows)
-        return run_readonly(state.monitor.db.cursor(), text,
-                            max_rows=min(limit, state.settings.sql_max_rows),
-                            time_limit=state.settings.sql_time_limit)
+        cap = min(limit or state.settings.sql_max_rows, state.settings.sql_max_rows)
+        return _limited(lambda: run_readonly(state.monitor.db.cursor(), text, max_rows=cap,
+                                             time_limit=state.settings.sql_time_limit))
 
     return _json((await _threaded(work)).to_json())
 
@@ -99,7 +119,8 @@ async def sql(request: Request) -> Response:
 async def query(request: Request) -> Response:
     name = request.path_params["name"]
     texts = dict(request.query_params)
-    result = await _threaded(lambda: named(name, queries.load(name).convert(texts)))
+    result = await _threaded(
+        lambda: _limited(lambda: named(name, queries.load(name).convert(texts))))
     return _json({"query": name, **result.to_json()})
 
 

@@ -17,6 +17,7 @@ FROM (
 )
 WHERE CASE
     WHEN step IS NULL OR step <= coalesce(cliffwatch_prev, $prev_step)
+        OR TRY_CAST(step AS BIGINT) IS DISTINCT FROM step
         THEN error('cliffwatch: not one rising attempt')
     ELSE true
 END

@@ -12,13 +12,14 @@
 -- param rank: the writing rank (example: 0)
 INSERT INTO ranks_all BY NAME
 SELECT $run AS run, $attempt AS attempt, $file_id AS file_id, $rank AS rank,
-       * EXCLUDE (cliffwatch_prev)
+       COLUMNS(lambda c: c NOT IN ('cliffwatch_prev', 'rank'))
 FROM (
     SELECT *, lag(step) OVER () AS cliffwatch_prev
     FROM read_json($path, format = 'newline_delimited', maximum_object_size = 1048576)
 )
 WHERE CASE
     WHEN step IS NULL OR step <= coalesce(cliffwatch_prev, $prev_step)
+        OR TRY_CAST(step AS BIGINT) IS DISTINCT FROM step
         THEN error('cliffwatch: not one rising attempt')
     ELSE true
 END

@@ -116,7 +116,18 @@ def test_nan_loss_is_an_incident(tmp_path):
         assert math.isnan(found[0].value) and found[0].causes == ["unknown"]
 
 
-def test_line_by_line_detection_equals_whole_run(tmp_path):
+def batches(n: int, sizes: str) -> list[tuple[int, int]]:
+    """[start, stop) ranges: one line at a time, or random sizes from 1 to 60."""
+    rng, out, start = random.Random(7), [], 0
+    while start < n:
+        stop = start + 1 if sizes == "single" else min(n, start + rng.randint(1, 60))
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+@pytest.mark.parametrize("sizes", ["single", "random"])
+def test_line_by_line_detection_equals_whole_run(tmp_path, sizes):
     shutil.copytree(SAMPLES / "seed-cliff", tmp_path / "logs" / "seed")
     with ingest(tmp_path / "logs") as mon:
         cursor = mon.db.cursor()
@@ -124,8 +135,8 @@ def test_line_by_line_detection_equals_whole_run(tmp_path):
         frame = run_lines(cursor, "seed", Watch())
         live = RunDetector("seed", Watch())
         found = {}
-        for i in range(len(frame)):  # one line at a time, as they arrive
-            for incident in live.feed(frame.iloc[i:i + 1].reset_index(drop=True)):
+        for start, stop in batches(len(frame), sizes):  # as the lines arrive
+            for incident in live.feed(frame.iloc[start:stop].reset_index(drop=True)):
                 found[incident.key] = incident
         line_by_line = sorted(with_causes(cursor, "seed", list(found.values())), key=severity)
     fields = ["kind", "metric", "step", "end_step", "value", "baseline", "causes", "evidence"]

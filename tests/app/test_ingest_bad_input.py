@@ -174,3 +174,34 @@ def test_nonfinite_and_null_values(tmp_path):
         rows = query(mon, "SELECT step, isnan(loss), loss IS NULL, gn FROM metrics ORDER BY step")
         assert rows == [(1, True, False, float("inf")), (2, None, True, float("-inf"))]
         assert query(mon, "SELECT count(*) FROM ingest_errors") == [(0,)]
+
+
+@pytest.mark.parametrize("bad", [
+    b'{"step": 99999999999999999999, "loss": 0.5}',
+    b'{"step": 2, "loss": 0.5, "buckets": [99999999999]}',
+    b'{"step": 2, "": 0.5}',
+    b'{"step": 2, "loss": 0.5, "Loss": 0.7}',
+    b'{"step": 2, "rowid": 0.5}',
+], ids=["huge-step", "huge-bucket", "empty-key", "case-twin", "rowid-key"])
+def test_values_the_database_would_refuse_never_stop_the_file(tmp_path, bad):
+    run = tmp_path / "logs" / "odd"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_bytes(GOOD_BEFORE + bad + b"\n" + GOOD_AFTER)
+    with ingest(tmp_path / "logs") as mon:
+        steps = [r[0] for r in query(mon, "SELECT step FROM metrics ORDER BY step")]
+        assert steps[0] == 1 and steps[-1] == 3
+        assert query(mon, "SELECT \"offset\" FROM files WHERE kind = 'metrics'") == [
+            (len(GOOD_BEFORE) + len(bad) + 1 + len(GOOD_AFTER),)]
+
+
+def test_event_the_database_refuses_is_recorded_and_skipped(tmp_path):
+    run = tmp_path / "logs" / "ev"
+    run.mkdir(parents=True)
+    (run / "events.jsonl").write_bytes(b'{"event": "run_start", "step": 0}\n'
+                                       b'{"event": "\\ud800", "step": 1}\n'
+                                       b'{"event": "run_end", "step": 2, "status": "completed"}\n')
+    with ingest(tmp_path / "logs") as mon:
+        assert query(mon, "SELECT kind FROM events ORDER BY \"offset\"") == [
+            ("run_start",), ("run_end",)]
+        errors = query(mon, "SELECT severity, reason FROM ingest_errors")
+        assert errors[0][0] == "error" and "could not store this line" in errors[0][1]

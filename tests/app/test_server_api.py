@@ -152,3 +152,10 @@ def test_incidents_found_live_while_lines_arrive_match_whole_run(tmp_path, make_
     key = ("kind", "metric", "step", "end_step", "causes", "evidence")
     assert sorted(tuple(map(str, (i[k] for k in key))) for i in live) == sorted(
         tuple(map(str, (i[k] for k in key))) for i in whole)
+
+
+@pytest.mark.parametrize("body", [{"sql": 5}, {"sql": "SELECT 1", "max_rows": -2},
+                                  {"sql": "SELECT 1", "max_rows": "abc"}])
+def test_malformed_sql_requests_are_400_not_500(server, body):
+    response = httpx.post(server.url + "/api/sql", json=body)
+    assert response.status_code == 400 and "max_rows" in response.json()["error"]
