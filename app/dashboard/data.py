@@ -24,13 +24,30 @@ def runs() -> pd.DataFrame:
     return _frame("runs")
 
 
+FULL_LINES = 20_000  # up to this many lines a chart gets every point; beyond, `downsample`
+
+
+def columns(run: str) -> dict[str, int]:
+    """How many lines of the run carry each column."""
+    result = named("run_columns", {"run": run})
+    return dict(zip(result.columns, result.rows[0], strict=True)) if result.rows else {}
+
+
+def metric_names(counts: dict[str, int]) -> list[str]:
+    return [c for c, n in counts.items() if c not in NOT_METRICS and n]
+
+
 def metrics(run: str) -> pd.DataFrame:
     return _frame("run_metrics", {"run": run})
 
 
-def metric_columns(frame: pd.DataFrame) -> list[str]:
-    return [c for c in frame.columns if c not in NOT_METRICS
-            and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
+def series(run: str, metric: str, lines: int, full: pd.DataFrame | None) -> pd.DataFrame:
+    """What one chart plots: every line of a small run; for a big one about 2,000 points
+    that keep every spike (queries/downsample.sql)."""
+    if lines <= FULL_LINES and full is not None:
+        return full
+    frame = _frame("downsample", {"run": run, "metric": metric, "points": 2000})
+    return frame.rename(columns={"value": metric}).assign(attempt="all", elapsed_s=None)
 
 
 def markers(run: str) -> pd.DataFrame:
