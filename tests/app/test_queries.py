@@ -79,3 +79,40 @@ def test_query_runs(fixture_db, name):
         cursor.rollback()
         if source:
             cursor.unregister("chunk")
+
+
+def named(monitor, name: str, **params) -> list[dict]:
+    query = queries.load(name)
+    result = run_readonly(monitor.db.cursor(), query.text(), params=query.bind(params),
+                          max_rows=10_000, time_limit=30)
+    return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+
+
+def test_named_queries_answer_the_seed_questions(fixture_db):
+    monitor, _ = fixture_db
+    gaps = [g for g in named(monitor, "time_gaps", run="seed-cliff") if g["ratio"] > 3]
+    assert [(g["step"], g["steps"], round(g["gap_s"], 1), round(g["ratio"], 1)) for g in gaps] == [
+        (2027, 27, 167.2, 16.7), (4019, 18, 112.0, 11.2)]
+    assert [s["step"] for s in named(monitor, "stalls", run="seed-cliff")] == [2027, 4019]
+    assert [s["step"] for s in named(monitor, "spikes", run="seed-cliff", metric="loss")] == [
+        2029, 4021]
+    assert [c["step"] for c in named(monitor, "cliffs", run="seed-cliff",
+                                     metric="accuracy")] == [4231]
+    epochs = named(monitor, "epoch_boundaries", run="seed-cliff")
+    assert [(e["step"], e["epoch"], e["source"]) for e in epochs] == [
+        (0, 0, "event"), (2114, 1, "event"), (4228, 2, "event")]
+    runs = {b["step"]: b for b in named(monitor, "bucket_runs", run="seed-cliff")}
+    assert runs[4231]["homogeneity"] == 1.0 and runs[4231]["last_bucket"] == 5
+    assert runs[4231]["same_bucket_run"] > 3 * max(runs[s]["same_bucket_run"] for s in
+                                                    range(1001, 2000, 2))
+
+
+def test_attempts_summary_and_downsample(fixture_db):
+    monitor, _ = fixture_db
+    attempts = named(monitor, "attempts", run="restarts")
+    assert [(a["attempt"], a["start_step"], a["reason"], a["lines"]) for a in attempts] == [
+        (1, 10, "start", 3), (2, 20, "step_back", 3)]
+    summary = named(monitor, "run_summary", run="seed-cliff")[0]
+    assert (summary["lines"], summary["last_step"], summary["checkpoints"]) == (2230, 4499, 2)
+    points = named(monitor, "downsample", run="seed-cliff", metric="loss", points=200)
+    assert len(points) < 400 and (2029, 13.0) in {(p["step"], p["value"]) for p in points}
