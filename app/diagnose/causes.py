@@ -114,6 +114,8 @@ def _lines_before(window: pd.DataFrame, step: int, incident: Incident) -> str:
 
 def _checkpoint(incident, ctx, window, stalls) -> str | None:
     lo, hi = int(window["step"].min()), int(window["step"].max())
+    if incident.kind != "stall":
+        hi = incident.step - 1  # a save at the incident's own step comes after its line
     hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
             and lo <= e["step"] <= hi]
     if not hits:
@@ -121,10 +123,10 @@ def _checkpoint(incident, ctx, window, stalls) -> str | None:
     ends = [e for e in hits if e["kind"] == "checkpoint_end"]
     event = (ends or hits)[-1]
     blocked = event["data"].get("blocked_s", event["data"].get("duration_s"))
-    what = (f"blocked the training loop for {blocked:.1f} s"
+    what = (f"blocked the training loop for {seconds(blocked)}"
             if isinstance(blocked, (int, float)) else "began")
     if incident.kind == "stall":
-        return (f"checkpoint at step {event['step']} {what}, inside the {incident.value:.1f} s "
+        return (f"checkpoint at step {event['step']} {what}, inside the {seconds(incident.value)} "
                 f"gap before step {incident.step}.")
     where = _lines_before(window, event["step"], incident)
     return f"checkpoint at step {event['step']} {what}, {where}."
@@ -157,8 +159,8 @@ def _stall(incident, ctx, window, stalls) -> str | None:
     stall = hits[-1]
     ratio = stall.value / stall.baseline if stall.baseline else math.inf
     later = int((window["line_id"] > stall.line_id).sum())
-    return (f"{stall.value:.1f} s passed without a log line before step {stall.step} "
-            f"({ratio:.1f}x the typical {stall.baseline:.1f} s; {stall.detail['steps']} steps "
+    return (f"{seconds(stall.value)} passed without a log line before step {stall.step} "
+            f"({ratio:.1f}x the typical {seconds(stall.baseline)}; {stall.detail['steps']} steps "
             f"unlogged), {later} line{'s' if later != 1 else ''} before step {incident.step}.")
 
 
@@ -193,8 +195,14 @@ def _epoch(incident, ctx, window, stalls) -> str | None:
         return (f"the epoch field reached {epochs[i]:g} at step {step}, "
                 f"{_lines_before(window, step, incident)}.")
     per = ctx.steps_per_epoch
-    if per and lo // per != hi // per:
-        boundary = (hi // per) * per
+    # a boundary b means the epoch after it starts at step b + 1: the line at b is the old one
+    if per and (lo - 1) // per != (hi - 1) // per:
+        boundary = ((hi - 1) // per) * per
         return (f"step {boundary} is an epoch boundary ({per} steps per epoch in run.json), "
                 f"{_lines_before(window, boundary, incident)}.")
     return None
+
+
+def seconds(value: float) -> str:
+    """167.2 s, 11.3 s, 0.021 s: short intervals keep their significant digits."""
+    return f"{value:.1f} s" if abs(value) >= 1 else f"{value:.2g} s"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from app.db.readonly import jsonable
+from app.diagnose.causes import seconds
 from app.diagnose.detect import Incident
 from app.diagnose.diagnosis import severity
 
@@ -41,11 +42,11 @@ def _headline(i: dict) -> str:
                                       if i["end_step"] != i["step"] else "")
     value, base = _num(i["value"]), _num(i["baseline"])
     if i["kind"] == "stall":
-        return (f"STALL {where}: {value:.1f} s without a log line, {value / base:.1f}x the "
-                f"typical {base:.1f} s.")
+        return (f"STALL {where}: {seconds(value)} without a log line, {value / base:.1f}x the "
+                f"typical {seconds(base)}.")
     if i["kind"] == "nonfinite":
-        return (f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value "
-                f"{i['baseline']}).")
+        last = "none" if i["baseline"] is None else f"{_num(i['baseline']):.4g}"
+        return f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value {last})."
     change = (value - base) / abs(base) * 100 if base else math.inf
     verb = "up" if i["kind"] == "spike" else "down"
     return (f"{i['kind'].upper()} in {i['metric']} {where}: {value:.4g}, {verb} from "
