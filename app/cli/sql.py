@@ -70,8 +70,14 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
             return _local(db_path, query, settings, named)
         except CliffwatchError as exc:
             # held by another process: a server that is starting writes server.json soon
-            if "is held by" not in str(exc) or time.monotonic() > deadline:
+            if "is held by" not in str(exc):
                 raise
+            if time.monotonic() > deadline:
+                holder = str(exc).split(" is held by ", 1)[1].split(".")[0]
+                raise CliffwatchError(
+                    f"{db_path} is held by {holder}, which answers no queries (an `ingest` "
+                    f"that keeps following?). Run `python -m app serve --logdir DIR` to ingest "
+                    f"and query at once, or stop that process.") from None
             time.sleep(0.3)
 
 

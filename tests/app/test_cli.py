@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 from app.cli.replay import replay
-from tests.conftest import SAMPLES, run_cli
+from tests.conftest import ROOT, SAMPLES, run_cli
 
 GOLDEN_FULL = SAMPLES.parent / "tests" / "data" / "logformat" / "full"
 
@@ -61,3 +63,19 @@ def test_ingest_once_then_sql_without_a_server(tmp_path):
 def test_validate_command():
     ok = run_cli("validate", str(GOLDEN_FULL))
     assert ok.returncode == 0 and ok.stdout.strip().endswith(": ok")
+
+
+def test_sql_while_another_process_holds_the_database_says_what_to_do(tmp_path):
+    logs = tmp_path / "logs"
+    replay(SAMPLES / "seed-cliff-plain", logs / "plain", speed=1e9)
+    holder = subprocess.Popen([sys.executable, "-m", "app", "ingest", "--logdir", str(logs)],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert "following" in holder.stdout.readline()  # it holds the file now
+        done = run_cli("sql", "SELECT 1", "--logdir", str(logs))
+    finally:
+        holder.terminate()
+        holder.wait()
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"is held by process {holder.pid}" in done.stderr
+    assert "python -m app serve --logdir DIR" in done.stderr
