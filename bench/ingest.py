@@ -98,7 +98,7 @@ def latency(workdir: Path, seconds: float, rate: int = 1000) -> list[float]:
 
 def _has(cur) -> bool:
     names = {r[0] for r in cur.execute("SELECT column_name FROM information_schema.columns "
-                                       "WHERE table_name = 'metrics_all'").fetchall()}
+                                       "WHERE table_name = 'metric_rows'").fetchall()}
     return "sent" in names
 
 

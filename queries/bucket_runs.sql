@@ -5,7 +5,7 @@
 -- param run: run id (example: 'seed-cliff')
 WITH micro AS (
     SELECT l.line_id, l.step, u.i, u.bucket
-    FROM (SELECT rowid AS line_id, step, buckets FROM metrics_all
+    FROM (SELECT line_id, step, buckets FROM metrics_all
           WHERE run = $run AND buckets IS NOT NULL) AS l,
          LATERAL (SELECT generate_subscripts(l.buckets, 1) AS i, unnest(l.buckets) AS bucket) u
 ), flagged AS (

@@ -8,7 +8,7 @@ WITH explicit AS (
     WHERE kind = 'epoch_start' AND ($run IS NULL OR run = $run)
 ), fields AS (
     SELECT run, step, epoch,
-           floor(lag(epoch) OVER (PARTITION BY run ORDER BY rowid)) AS previous
+           floor(lag(epoch) OVER (PARTITION BY run ORDER BY line_id)) AS previous
     FROM metrics_all
     WHERE ($run IS NULL OR run = $run) AND epoch IS NOT NULL
 ), inferred AS (

@@ -4,8 +4,8 @@
 SELECT run, attempt, step, metric, value
 FROM (
     UNPIVOT (
-        SELECT rowid AS line_id, run, attempt, step, COLUMNS(lambda c: c NOT IN (
-            'run', 'attempt', 'step', 'elapsed_s', 'time', 'epoch', 'buckets', 'file_id',
+        SELECT line_id, run, attempt, step, COLUMNS(lambda c: c NOT IN (
+            'run', 'line_id', 'attempt', 'step', 'elapsed_s', 'time', 'epoch', 'buckets', 'file_id',
             'ingested_at'))
         FROM metrics_all
         WHERE $run IS NULL OR run = $run

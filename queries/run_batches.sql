@@ -2,7 +2,7 @@
 -- description: Per logged line of one run: its attempt, epoch and the length bucket of each
 --   micro-batch consumed since the previous line; what cause attribution reads.
 -- param run: run id (example: 'seed-cliff')
-SELECT rowid AS line_id, step, attempt, epoch, buckets
+SELECT line_id, step, attempt, epoch, buckets
 FROM metrics_all
 WHERE run = $run
-ORDER BY rowid
+ORDER BY line_id

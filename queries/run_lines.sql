@@ -3,7 +3,7 @@
 --   written), after a given line id: what incident detection reads, live and on demand.
 -- param run: run id (example: 'seed-cliff')
 -- param after: line id already read, -1 for all (example: -1)
-SELECT rowid AS line_id, *
+SELECT *
 FROM metrics_all
-WHERE run = $run AND rowid > $after
-ORDER BY rowid
+WHERE run = $run AND line_id > $after
+ORDER BY line_id

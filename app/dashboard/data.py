@@ -8,7 +8,7 @@ from app.server.routes import named
 from app.server.state import current
 
 NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
-               "ingested_at"}
+               "ingested_at", "line_id"}
 
 
 def logdir() -> str:

@@ -5,7 +5,7 @@ Each file starts with a ``--`` header that documents it, for example::
     -- title: Time gaps
     -- description: Seconds and steps between consecutive logged lines.
     -- param run: run id (example: 'seed-cliff')
-    -- identifier table: table to alter (example: metrics_all)
+    -- identifier table: table to alter (example: metric_rows)
 
 Values are always bound as DuckDB ``$name`` parameters. The only text ever substituted is an
 ``identifier`` (a table or column name, which SQL cannot bind), and it is quoted first.

@@ -48,7 +48,7 @@ class Incident:
     baseline: float | None
     prev_step: int | None = None  # the logged step before `step`
     from_step: int | None = None  # BEFORE lines earlier: where causes are looked for
-    line_id: int = 0  # metrics_all rowid of the first affected line
+    line_id: int = 0  # metrics_all line_id (the order lines were logged) of the first affected line
     from_line_id: int = 0  # ... and of the line BEFORE lines earlier
     detail: dict = field(default_factory=dict)  # numbers the evidence quotes
     causes: list[str] = field(default_factory=list)

@@ -20,7 +20,7 @@ EXCERPT = 200
 SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
            "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
 # Keys that would collide with the monitor's own columns get a prefix (docs/log-format.md).
-RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", ""}
+RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", ""}
 INT64 = (-(2**63), 2**63 - 1)
 INT32 = (-(2**31), 2**31 - 1)
 

@@ -22,7 +22,7 @@ from app.db.database import Database
 from app.ingest import bulk
 from app.ingest.parse import Parsed, Problem, number, records_table
 
-TABLES = {"metrics": "metrics_all", "rank": "ranks_all"}
+TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}
 STATUSES = {"completed", "failed", "interrupted"}
 ATTEMPTS = pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
                       ("prev_step", pa.int64()), ("reason", pa.string()), ("file_id", pa.int32())])
@@ -116,10 +116,10 @@ class Store:
     def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
         table_name = TABLES[state.kind]
         rows, starts = with_attempts(batch.parsed.rows, batch.new_state, batch.reset_reason)
-        rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
-        if state.kind == "rank":
+        if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
+            rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
             if "log_rank" in rows.column_names:  # the rank a line names is its file's rank
                 rows = rows.drop_columns(["log_rank"])
             rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
@@ -170,10 +170,11 @@ class Store:
         if new.last_step is None or chunk.first_step <= new.last_step:
             starts.append(_start(new, None, chunk.first_step, new.attempt + 1))
             new.attempt, prev = new.attempt + 1, None
-        params = {"path": str(chunk.path), "run": state.run, "attempt": new.attempt,
-                  "file_id": state.file_id, "prev_step": prev}
+        params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
+                  "prev_step": prev}
         if state.kind == "rank":
-            written = self.db.run("ingest/insert_direct_ranks", {**params, "rank": state.rank})
+            written = self.db.run("ingest/insert_direct_ranks",
+                                  {**params, "run": state.run, "rank": state.rank})
         else:
             written = self.db.run("ingest/insert_direct", params)
         if written.fetchall()[0][0] != chunk.line_count() or not chunk.still_clean():

@@ -1,4 +1,4 @@
 -- title: Insert metrics
--- description: Appends a parsed batch (an Arrow table registered as chunk) to metrics_all, matching columns by name.
--- chunk: metrics_all
-INSERT INTO metrics_all BY NAME SELECT * FROM chunk
+-- description: Appends a parsed batch (an Arrow table registered as chunk) to metric_rows, matching columns by name.
+-- chunk: metric_rows
+INSERT INTO metric_rows BY NAME SELECT * FROM chunk
