@@ -166,28 +166,28 @@ class Store:
         return None
 
     def _bulk(self, cur, state: FileState, new: FileState, chunk: bulk.Chunk) -> int:
-        starts, prev = [], new.last_step
+        starts = []
         if new.last_step is None or chunk.first_step <= new.last_step:
             starts.append(_start(new, None, chunk.first_step, new.attempt + 1))
-            new.attempt, prev = new.attempt + 1, None
-        params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
-                  "prev_step": prev}
+            new.attempt += 1
+        params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id}
+        query = "ingest/insert_direct"
         if state.kind == "rank":
-            written = self.db.run("ingest/insert_direct_ranks",
-                                  {**params, "run": state.run, "rank": state.rank})
-        else:
-            written = self.db.run("ingest/insert_direct", params)
-        if written.fetchall()[0][0] != chunk.line_count() or not chunk.still_clean():
+            query = "ingest/insert_direct_ranks"
+            params |= {"run": state.run, "rank": state.rank}
+        written = self.db.run(query, params).fetchall()[0][0]
+        scan = chunk.result()  # the scan ran beside DuckDB's read
+        if written != scan.lines or not chunk.still_clean() or scan.first_step != chunk.first_step:
             raise _NotClean
-        new.last_step = chunk.last_step
+        new.last_step = scan.last_step
         if not chunk.scratch:
-            new.lines = chunk.line_count()  # a whole file, counted while DuckDB read it
+            new.lines = scan.lines  # a whole file, counted while DuckDB read it
         if state.kind == "metrics" and starts:
             self._insert(cur, "ingest/insert_attempts", records_table(
                 [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
         self.db.run("ingest/run_touch", {"run": state.run})
         self._update_file(new)
-        return chunk.line_count()
+        return scan.lines
 
     def _add_columns(self, cur, kind: str, chunk: bulk.Chunk) -> bool:
         """Columns for the chunk's new metric keys, committed before its rows (an empty
@@ -220,7 +220,8 @@ class Store:
         known = self._columns[table]
         for name in names:
             if name.lower() not in known:
-                self.db.run("ingest/add_column", identifiers={"table": table, "column": name})
+                query = "ingest/add_list_column" if name == "buckets" else "ingest/add_column"
+                self.db.run(query, identifiers={"table": table, "column": name})
                 known.add(name.lower())
 
     def _insert(self, cur, query: str, table: pa.Table) -> None:

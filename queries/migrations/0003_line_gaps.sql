@@ -6,11 +6,11 @@ CREATE VIEW line_gaps AS
 SELECT
     run,
     attempt,
-    rowid AS line_id,
+    line_id,
     step,
     lag(step) OVER w AS prev_step,
     coalesce(elapsed_s, "time") AS t,
     coalesce(elapsed_s, "time") - lag(coalesce(elapsed_s, "time")) OVER w AS gap_s,
     step - lag(step) OVER w AS steps
 FROM metrics_all
-WINDOW w AS (PARTITION BY run, attempt ORDER BY rowid);
+WINDOW w AS (PARTITION BY run, attempt ORDER BY line_id);
