@@ -3,9 +3,10 @@
 Decoding JSON line by line in Python runs at about a fifth of ``read_json``'s speed, so a
 chunk that looks clean is inserted by ``queries/ingest/insert_direct.sql`` straight from a
 scratch copy (or, for a log read from its start, from the log itself). Clean means: no CR, no
-string value, and exactly one integer ``step`` per line, strictly rising. That last check is
-a regex pass here, in a thread beside DuckDB's read: checking the order in SQL needs a window
-over the file's order, which made DuckDB read single-threaded at half speed. The INSERT itself
+string value, and exactly one integer ``step`` per line, strictly rising. The byte checks run
+in a thread beside DuckDB's read; the order is checked on a scratch chunk by a regex pass and
+on a log read whole by a query after the insert: an order guard inside the INSERT (a window
+over the file's order) made DuckDB read single-threaded at half speed. The INSERT itself
 fails on anything else it cannot vouch for (a key outside its schema sample, a value it cannot
 convert, a line over 1 MiB, a non-integer step); the caller then rolls back and takes the
 careful path (parse.py), which finds and records each problem. Both paths store the same rows.
@@ -33,9 +34,11 @@ NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "U
 
 @dataclass
 class Scan:
-    """What a look at the raw bytes found: line count, whether they are clean, and the
-    first and last step (steps strictly rising in between)."""
+    """What a look at the raw bytes found: line count, whether they are clean, and (when
+    ``steps``) the first and last step, strictly rising in between. A log read whole leaves
+    the steps to a cheap SQL check after the insert (queries/ingest/check_rising.sql)."""
 
+    steps: bool = True
     lines: int = 0
     clean: bool = True
     first_step: int | None = None
@@ -46,6 +49,9 @@ class Scan:
         lines = part.count(b"\n")
         if not self.clean or b"\r" in part or not _numbers_only(part):
             self.clean = False
+            return
+        if not self.steps:
+            self.lines += lines
             return
         steps = np.array(STEP.findall(part), dtype=np.int64)
         if len(steps) != lines:
@@ -118,7 +124,7 @@ def whole_file(path: Path, size: int) -> Chunk | None:
 
 
 def _scan_file(path: Path, size: int) -> Scan:
-    scan, left, carry = Scan(), size, b""
+    scan, left, carry = Scan(steps=False), size, b""
     with open(path, "rb") as handle:
         while left > 0 and scan.clean and (data := handle.read(min(BLOCK, left))):
             left -= len(data)

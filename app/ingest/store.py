@@ -177,9 +177,17 @@ class Store:
             params |= {"run": state.run, "rank": state.rank}
         written = self.db.run(query, params).fetchall()[0][0]
         scan = chunk.result()  # the scan ran beside DuckDB's read
-        if written != scan.lines or not chunk.still_clean() or scan.first_step != chunk.first_step:
+        if written != scan.lines or not chunk.still_clean():
             raise _NotClean
-        new.last_step = scan.last_step
+        first, last = scan.first_step, scan.last_step
+        if not scan.steps:  # a log read whole: its order is checked here, after the insert
+            backs, first, last, _ = self.db.run(
+                "ingest/check_rising", {"file_id": state.file_id, "attempt": new.attempt},
+                identifiers={"table": TABLES[state.kind]}).fetchall()[0]
+            first = first if backs == 0 else None
+        if first != chunk.first_step:
+            raise _NotClean
+        new.last_step = int(last)
         if not chunk.scratch:
             new.lines = scan.lines  # a whole file, counted while DuckDB read it
         if state.kind == "metrics" and starts:

@@ -1,0 +1,17 @@
+-- title: Check a bulk insert's steps
+-- description: After a log was read whole by the fast path, inside the same transaction: how
+--   many rows did not rise above the row before (in the order they were inserted, which is
+--   the file's order), and the first and last step. Any step-back means a resume inside the
+--   file: the insert is rolled back and the careful path numbers the attempts.
+-- identifier table: metric_rows or ranks_all (example: metric_rows)
+-- param file_id: file id (example: 1)
+-- param attempt: the attempt just inserted (example: 1)
+SELECT count(*) FILTER (WHERE step <= prev) AS step_backs,
+       arg_min(step, r) AS first_step,
+       arg_max(step, r) AS last_step,
+       count(*) AS rows
+FROM (
+    SELECT rowid AS r, step, lag(step) OVER (ORDER BY rowid) AS prev
+    FROM {table}
+    WHERE file_id = $file_id AND attempt = $attempt
+)
