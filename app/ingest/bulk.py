@@ -43,15 +43,24 @@ class Scan:
     clean: bool = True
     first_step: int | None = None
     last_step: int | None = None
+    balance: int = 0  # quotes minus twice the colons so far (0: no string values)
+
+    def add_block(self, block: bytes) -> None:
+        """Fold in any bytes (counts add up across blocks; call finish() at the end)."""
+        if b"\r" in block:
+            self.clean = False
+        self.lines += block.count(b"\n")
+        self.balance += block.count(b'"') - 2 * block.count(b":")
+
+    def finish(self) -> Scan:
+        self.clean = self.clean and self.balance == 0
+        return self
 
     def add(self, part: bytes) -> None:
-        """Fold in a run of complete lines."""
+        """Fold in a run of complete lines, steps included."""
         lines = part.count(b"\n")
         if not self.clean or b"\r" in part or not _numbers_only(part):
             self.clean = False
-            return
-        if not self.steps:
-            self.lines += lines
             return
         steps = np.array(STEP.findall(part), dtype=np.int64)
         if len(steps) != lines:
@@ -124,15 +133,13 @@ def whole_file(path: Path, size: int) -> Chunk | None:
 
 
 def _scan_file(path: Path, size: int) -> Scan:
-    scan, left, carry = Scan(steps=False), size, b""
+    """Counts are additive, so blocks need no cutting at line ends (no copies)."""
+    scan, left = Scan(steps=False), size
     with open(path, "rb") as handle:
         while left > 0 and scan.clean and (data := handle.read(min(BLOCK, left))):
             left -= len(data)
-            data = carry + data
-            cut = data.rfind(b"\n") + 1
-            scan.add(data[:cut])
-            carry = data[cut:]
-    return scan
+            scan.add_block(data)
+    return scan.finish()
 
 
 def prepare(data: bytes, scratch: Path) -> Chunk | None:
