@@ -67,7 +67,7 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
         if url:
             return _named_http(url, *named) if named else _over_http(url, query)
         try:
-            return _local(db_path, query, settings, named)
+            return _local(db_path, logdir, query, settings, named)
         except CliffwatchError as exc:
             # held by another process: a server that is starting writes server.json soon
             if "is held by" not in str(exc):
@@ -113,8 +113,9 @@ def _answer(url: str, send) -> dict:
     return payload
 
 
-def _local(db_path: Path, query: str | None, settings, named=None) -> dict:
-    db = Database(db_path, read_only=True, allowed_dirs=[db_path.parent.parent], wait_s=0.5,
+def _local(db_path: Path, logdir: Path | None, query: str | None, settings, named=None) -> dict:
+    # as in the server, ad-hoc SQL may read the log directory and nothing else
+    db = Database(db_path, read_only=True, allowed_dirs=[logdir] if logdir else [], wait_s=0.5,
                   memory_limit=settings.memory_limit)
     params = None
     if named:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from app.diagnose.detect import NOT_METRICS
 from app.server.routes import named
 from app.server.state import current
-
-NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
-               "ingested_at", "line_id"}
 
 
 def logdir() -> str:

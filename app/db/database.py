@@ -39,7 +39,7 @@ class Database:
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only, wait_s)
-        _run(self.con, "db/memory_limit", {"limit": memory_limit})
+        queries.execute(self.con, "db/memory_limit", {"limit": memory_limit})
         if not read_only:
             migrate(self.con)
         _lock_down(self.con, allowed_dirs)
@@ -54,8 +54,7 @@ class Database:
 
     def run(self, name: str, params: dict | None = None, identifiers: dict | None = None):
         """Run a named query on this thread's cursor; returns the DuckDB result."""
-        query = queries.load(name)
-        return self.cursor().execute(query.text(identifiers), query.bind(params or {}))
+        return queries.execute(self.cursor(), name, params, identifiers)
 
     def close(self) -> None:
         self.con.close()
@@ -86,23 +85,18 @@ def _lock_message(path: Path, detail: str) -> str:
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
-    _run(con, "db/migrations_table")
-    done = {row[0] for row in _run(con, "db/migrations_done").fetchall()}
+    queries.execute(con, "db/migrations_table")
+    done = {row[0] for row in queries.execute(con, "db/migrations_done").fetchall()}
     applied = []
     for name, sql in queries.migrations():
         if name in done:
             continue
         con.execute("BEGIN TRANSACTION")
         con.execute(sql)
-        _run(con, "db/migration_record", {"name": name})
+        queries.execute(con, "db/migration_record", {"name": name})
         con.execute("COMMIT")
         applied.append(name)
     return applied
-
-
-def _run(con: duckdb.DuckDBPyConnection, name: str, params: dict | None = None):
-    query = queries.load(name)
-    return con.execute(query.text(), query.bind(params or {}))
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
@@ -112,5 +106,5 @@ def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
     cannot read /etc/passwd or write files. Arrow tables must then be register()ed by name.
     """
     dirs = [str(Path(d).resolve()) + "/" for d in allowed_dirs]
-    _run(con, "db/allow_dirs", {"dirs": dirs})
-    _run(con, "db/disable_external_access")
+    queries.execute(con, "db/allow_dirs", {"dirs": dirs})
+    queries.execute(con, "db/disable_external_access")

@@ -123,6 +123,19 @@ def load(name: str) -> Query:
     return parse(name, path.read_text())
 
 
+def execute(cursor, name: str, params: dict | None = None,
+            identifiers: dict | None = None):
+    """Run a named query on a DuckDB cursor with its parameters bound; the DuckDB result."""
+    query = load(name)
+    return cursor.execute(query.text(identifiers), query.bind(params or {}))
+
+
+def arrow(cursor, name: str, params: dict | None = None):
+    """A named query's result as an Arrow table (the relational API: no extra copy)."""
+    query = load(name)
+    return cursor.sql(query.text(), params=query.bind(params or {})).to_arrow_table()
+
+
 def names() -> list[str]:
     """The named queries users may run (not migrations)."""
     return sorted(p.stem for p in QUERY_DIR.glob("*.sql"))

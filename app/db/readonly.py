@@ -112,7 +112,7 @@ class _Deadline:
 def _run(cursor, name: str) -> None:
     # a rollback with no transaction open (the query failed to start one) is fine
     with contextlib.suppress(duckdb.TransactionException):
-        cursor.execute(queries.load(name).text())
+        queries.execute(cursor, name)
 
 
 def _describe(exc: duckdb.Error) -> str:

@@ -47,19 +47,13 @@ class RunContext:
         return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
 
 
-def _fetch(cursor, name: str, run: str):
-    query = queries.load(name)
-    return cursor.execute(query.text(), query.bind({"run": run}))
-
-
 def load_context(cursor, run: str) -> RunContext:
     events = [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
-              for k, s, e, t, d in _fetch(cursor, "run_events", run).fetchall()]
-    query = queries.load("run_batches")
-    table = cursor.sql(query.text(), params={"run": run}).to_arrow_table()
+              for k, s, e, t, d in queries.execute(cursor, "run_events", {"run": run}).fetchall()]
+    table = queries.arrow(cursor, "run_batches", {"run": run})
     lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
                           for name in ("line_id", "step", "attempt", "epoch")})
-    meta = next(iter(_fetch(cursor, "run_meta", run).fetchall()), None)
+    meta = next(iter(queries.execute(cursor, "run_meta", {"run": run}).fetchall()), None)
     runs, buckets, typical = _bucket_runs(table["buckets"].combine_chunks())
     return RunContext(events, lines, meta[2] if meta else None, runs, buckets, typical)
 
@@ -107,7 +101,7 @@ def attribute(incident: Incident, ctx: RunContext, stalls: list[Incident]) -> No
 
 
 def _lines_before(window: pd.DataFrame, step: int, incident: Incident) -> str:
-    """"3 lines before step 2029": how many logged lines came after ``step``."""
+    """How many logged lines came after ``step``, as "3 lines before step 2029"."""
     later = int((window["step"] > step).sum())
     return f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
 

@@ -5,7 +5,7 @@ the ``CLIFF_STAYS`` lines after it, so feeding a run line by line (live) or all 
 (``python -m app diagnose``) finds the same incidents. An incident looks like::
 
     Incident(run="seed-cliff", kind="spike", metric="loss", step=2029, end_step=2035,
-             value=13.0, baseline=0.75, prev_step=2027, from_step=1997)
+             value=13.0, baseline=0.75, line_id=1002, from_line_id=997)
 
 Thresholds are robust to normal noise: the baseline is the median of the previous 20 lines and
 the noise scale their interquartile range, so a 12% wobble or a single 40% slower interval is
@@ -46,8 +46,6 @@ class Incident:
     end_step: int
     value: float
     baseline: float | None
-    prev_step: int | None = None  # the logged step before `step`
-    from_step: int | None = None  # BEFORE lines earlier: where causes are looked for
     line_id: int = 0  # metrics_all line_id (the order lines were logged) of the first affected line
     from_line_id: int = 0  # ... and of the line BEFORE lines earlier
     detail: dict = field(default_factory=dict)  # numbers the evidence quotes
@@ -137,12 +135,11 @@ class RunDetector:
         return int(self.frame["step"].iat[self._pos(line)])
 
     def _context(self, line: int) -> dict:
-        """Where an incident at ``line`` sits: its line id, the step before it, and the line
-        BEFORE lines earlier, where the search for causes starts."""
-        earlier = max(self.base, line - BEFORE)
+        """Where an incident at ``line`` sits: its line id, and the line BEFORE lines earlier,
+        where the search for causes starts."""
         ids = self.frame["line_id"]
-        return {"prev_step": self._step(line - 1) if line - 1 >= self.base else None,
-                "from_step": self._step(earlier), "line_id": int(ids.iat[self._pos(line)]),
+        earlier = max(self.base, line - BEFORE)
+        return {"line_id": int(ids.iat[self._pos(line)]),
                 "from_line_id": int(ids.iat[self._pos(earlier)]), "end_line": line}
 
     def _trim(self) -> None:
@@ -175,13 +172,10 @@ class RunDetector:
         found = []
         for line in self._candidates("stall", mask, n, 0):
             p = self._pos(line)
-            before = dsteps[max(0, p - BASELINE):p]
-            typical_steps = float(np.nanmedian(before)) if np.isfinite(before).any() else None
             found.append(Incident(
                 self.run, "stall", "interval_s", self._step(line), self._step(line),
                 float(dt[p]), float(typical[p]), **self._context(line),
-                detail={"steps": int(dsteps[p]), "typical_steps": typical_steps,
-                        "t_from": float(t[p - 1]), "t_to": float(t[p])}))
+                detail={"steps": int(dsteps[p])}))
         return found
 
     # ---- spikes and cliffs ------------------------------------------------------------------

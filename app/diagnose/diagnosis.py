@@ -27,7 +27,7 @@ INCIDENT_SCHEMA = pa.schema([
 
 
 def run_ids(cursor) -> list[str]:
-    return [r[0] for r in cursor.execute(queries.load("run_ids").text()).fetchall()]
+    return [r[0] for r in queries.execute(cursor, "run_ids").fetchall()]
 
 
 def collect(found: list[Incident], into: dict[tuple, Incident]) -> None:
@@ -113,7 +113,7 @@ class LiveDiagnosis:
         rows = [{f: getattr(i, f) for f in INCIDENT_SCHEMA.names} for i in incidents]
         cursor.register("chunk", records_table(rows, INCIDENT_SCHEMA))
         try:
-            cursor.execute(queries.load("ingest/incident_upsert").text())
+            queries.execute(cursor, "ingest/incident_upsert")
         finally:
             cursor.unregister("chunk")
         return len(rows)

@@ -18,8 +18,7 @@ from app.diagnose.detect import NONFINITE, NOT_METRICS, Watch
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
     """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, the metrics, and
     a NaN/inf flag column for each metric that has any."""
-    query = queries.load("run_lines")
-    table = cursor.sql(query.text(), params={"run": run, "after": after}).to_arrow_table()
+    table = queries.arrow(cursor, "run_lines", {"run": run, "after": after})
     return frame_of(table, watch)
 
 

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from app.db import queries
 from app.db.readonly import SqlResult, jsonable, run_readonly
+from app.diagnose.report import KEYS as INCIDENT_KEYS
 from app.errors import CliffwatchError
 from app.server.state import current
 
@@ -134,10 +135,6 @@ async def incidents(request: Request) -> Response:
 def incident_json(row: dict) -> dict:
     """The diagnose --json shape: exactly these keys."""
     return {k: row[k] for k in INCIDENT_KEYS}
-
-
-INCIDENT_KEYS = ("run", "kind", "metric", "step", "end_step", "value", "baseline", "causes",
-                 "evidence")
 
 ROUTES = [
     Route("/api/health", health, methods=["GET"]),
