@@ -7,6 +7,7 @@ same time, so the server opens it once and every thread works through its own cu
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -51,6 +52,15 @@ class Database:
         if cur is None:
             cur = self._local.cursor = self.con.cursor()
         return cur
+
+    def reset_cursor(self) -> None:
+        """Drop this thread's cursor (after a failed rollback it may sit in an aborted
+        transaction); the next ``cursor()`` call opens a fresh one."""
+        cur = getattr(self._local, "cursor", None)
+        self._local.cursor = None
+        if cur is not None:
+            with contextlib.suppress(Exception):  # a broken cursor may fail to close
+                cur.close()
 
     def run(self, name: str, params: dict | None = None, identifiers: dict | None = None):
         """Run a named query on this thread's cursor; returns the DuckDB result."""
