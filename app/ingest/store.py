@@ -20,37 +20,13 @@ import pyarrow as pa
 
 from app.db.database import Database
 from app.ingest import bulk
+from app.ingest.filestate import FileState
 from app.ingest.parse import Parsed, Problem, number, records_table
 
 TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}
 STATUSES = {"completed", "failed", "interrupted"}
 ATTEMPTS = pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
                       ("prev_step", pa.int64()), ("reason", pa.string()), ("file_id", pa.int32())])
-
-
-@dataclass
-class FileState:
-    file_id: int
-    run: str
-    path: str
-    kind: str
-    inode: int | None = None
-    size: int = 0
-    offset: int = 0
-    head: str | None = None
-    attempt: int = 0
-    last_step: int | None = None
-    lines: int = 0
-    mtime: float | None = None
-    state: str = "ok"
-    crlf_reported: bool = False
-    partial_reported: int | None = None
-
-    @property
-    def rank(self) -> int | None:
-        from app.ingest.scan import LogFile
-
-        return LogFile(self.path, self.run, self.kind).rank
 
 
 @dataclass
@@ -61,6 +37,20 @@ class Batch:
     new_state: FileState
     reset_reason: str | None = None  # file_truncated | file_replaced: next row starts an attempt
     meta: dict | None = None  # run.json contents
+
+
+# Errors the database raises because of a line's own content: retrying cannot help, so the
+# line is recorded and skipped. Anything else (out of memory, I/O, an interrupted or aborted
+# transaction) says nothing about the line: its offset stays put and it is read again later.
+CONTENT_ERRORS = (duckdb.ConversionException, duckdb.ConstraintException,
+                  duckdb.OutOfRangeException, duckdb.TypeMismatchException,
+                  duckdb.InvalidTypeException)
+
+
+def content_error(exc: BaseException) -> bool:
+    """True if ``exc`` is the database refusing a line for what it holds (skip the line);
+    False for every other failure (keep the offset and retry)."""
+    return isinstance(exc, CONTENT_ERRORS)
 
 
 class Store:

@@ -21,9 +21,10 @@ import pyarrow as pa
 
 from app.db.database import Database
 from app.ingest import bulk
+from app.ingest.filestate import FileState
 from app.ingest.parse import MAX_LINE, Parsed, Problem, excerpt, parse_lines
 from app.ingest.scan import scan
-from app.ingest.store import Batch, FileState, Store
+from app.ingest.store import Batch, Store
 
 log = logging.getLogger("cliffwatch.ingest")
 HEAD_BYTES = 64
