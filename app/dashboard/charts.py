@@ -14,14 +14,19 @@ def metric_line(frame: pd.DataFrame, metric: str,
                 markers: pd.DataFrame | None = None) -> alt.LayerChart | alt.Chart:
     """One metric against step, one line per attempt, with vertical rules for checkpoints,
     epoch starts, resumes and incidents (hover for what they are)."""
+    # The metric is plotted as the column "value": a metric's name is the user's text, and
+    # Vega-Lite reads "." in a field as nesting and Altair ":" as a type ("acc.top1",
+    # "eval:loss"). Only the columns drawn are embedded in the page.
+    plotted = frame[["step", metric, "attempt", "elapsed_s"]].rename(columns={metric: "value"})
     line = (
-        alt.Chart(frame, height=260)
+        alt.Chart(plotted, height=260)
         .mark_line()
         .encode(
             x=alt.X("step:Q", title="step"),
-            y=alt.Y(f"{metric}:Q", title=metric, scale=alt.Scale(zero=False)),
+            y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
             color=alt.Color("attempt:N", legend=alt.Legend(title="attempt")),
-            tooltip=["step:Q", f"{metric}:Q", "attempt:N", "elapsed_s:Q"],
+            tooltip=["step:Q", alt.Tooltip("value:Q", title=metric), "attempt:N",
+                     "elapsed_s:Q"],
         )
     )
     if markers is None or markers.empty:
