@@ -1,23 +1,14 @@
-# Two images from one file.
+# Two images from one file. The monitor is the last stage, so a plain `docker build` builds it.
 #
-#   docker build --target monitor -t cliffwatch .            # CPU: the monitor only
+#   docker build -t cliffwatch .                              # CPU: the monitor only
 #   docker run -p 8501:8501 -v $PWD/runs:/runs cliffwatch     # serves the runs in /runs
+#
+# The monitor binds 0.0.0.0 inside the container, so it asks for a token: pass your own with
+# `-e CLIFFWATCH_TOKEN=...`, or open the URL with `?token=` that it prints at start-up.
 #
 #   docker build --target gpu -t cliffwatch-gpu .             # CUDA: trainer with flash-attn
 #   docker run --gpus all -v $PWD/runs:/runs cliffwatch-gpu \
 #       python -m trainer --out /runs/demo --preset demo --attn=flash
-
-FROM python:3.11-slim AS monitor
-WORKDIR /opt/cliffwatch
-COPY requirements-app.txt .
-RUN pip install --no-cache-dir -r requirements-app.txt
-COPY app app
-COPY queries queries
-COPY samples samples
-ENV PYTHONUNBUFFERED=1
-EXPOSE 8501
-VOLUME /runs
-CMD ["python", "-m", "app", "serve", "--logdir", "/runs", "--host", "0.0.0.0", "--port", "8501"]
 
 # The trainer on CUDA. flash-attn is kept out of requirements.txt: it builds against the
 # installed CUDA torch (nvcc and ninja from the devel image; MAX_JOBS bounds build memory).
@@ -33,3 +24,16 @@ RUN pip install --no-cache-dir -r requirements.txt \
     && pip install --no-cache-dir --no-build-isolation flash-attn==2.8.3.post2
 COPY . .
 CMD ["python", "-m", "trainer", "--out", "/runs/demo", "--preset", "demo", "--attn=flash"]
+
+# The monitor (last, so `docker build .` without --target builds this one).
+FROM python:3.11-slim AS monitor
+WORKDIR /opt/cliffwatch
+COPY requirements-app.txt .
+RUN pip install --no-cache-dir -r requirements-app.txt
+COPY app app
+COPY queries queries
+COPY samples samples
+ENV PYTHONUNBUFFERED=1
+EXPOSE 8501
+VOLUME /runs
+CMD ["python", "-m", "app", "serve", "--logdir", "/runs", "--host", "0.0.0.0", "--port", "8501"]

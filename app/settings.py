@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, fields, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class Setting:
     name: str
     default: float | int | str
     help: str
+    secret: bool = False  # never printed, never in a repr
 
     @property
     def env(self) -> str:
@@ -43,6 +44,11 @@ REGISTRY = [
             "metric columns before further keys go to the overflow column `extra_metrics`"),
     Setting("run_json_max_bytes", 1024 * 1024, "largest run.json read; bigger ones are reported"),
     Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process"),
+    Setting("allowed_hosts", "",
+            "extra host names the server answers to, comma-separated (besides its own address "
+            "and localhost); any other Host header gets 403"),
+    Setting("token", "", "bearer token the server requires on /api/* and the page (required "
+            "off loopback; generated when not given); the CLI sends it", secret=True),
     Setting("loss_metrics", "loss,*loss*,grad_norm",
             "metrics watched for spikes (comma-separated names or globs)"),
     Setting("accuracy_metrics", "accuracy,*acc*",
@@ -52,12 +58,22 @@ REGISTRY = [
 
 # The typed settings object, built from the registry so each default is written once.
 Settings = make_dataclass(
-    "Settings", [(s.name, type(s.default), s.default) for s in REGISTRY], frozen=True
+    "Settings",
+    [(s.name, type(s.default), field(default=s.default, repr=not s.secret)) for s in REGISTRY],
+    frozen=True,
 )
+SECRETS = frozenset(s.name for s in REGISTRY if s.secret)
 
 
 def describe(settings) -> str:
-    return " ".join(f"{f.name}={getattr(settings, f.name)}" for f in fields(settings))
+    return " ".join(f"{f.name}={_shown(f.name, getattr(settings, f.name))}"
+                    for f in fields(settings))
+
+
+def _shown(name: str, value) -> object:
+    if name in SECRETS:
+        return "(set)" if value else "(none)"
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,9 @@
 """`diagnose PATH [--db FILE] [--json]`: the incidents of a run folder or of every run in a log
 directory. Asks the running server when one watches PATH (its live incidents); otherwise
-ingests PATH's log directory and diagnoses the whole runs itself.
+ingests PATH and diagnoses the whole runs itself.
+
+Nothing above PATH is read: a run folder given alone is ingested alone, as the log directory
+whose own files make the run ``.``, reported under the folder's name.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.cli.sql import server_url
+from app.cli.sql import answer_json, auth_headers, server_url
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import diagnose
 from app.diagnose.report import as_dict, text
@@ -25,44 +28,50 @@ def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> in
     path = Path(path).resolve()
     if not path.is_dir():
         raise CliffwatchError(f"{path} is not a folder; pass a run folder or a log directory")
-    logdir, run = _locate(path)
-    served = None if db else _served(path)
+    served = None if db else _served(path, settings)
     if served:
         url, logdir = served
         run = path.relative_to(logdir).as_posix() if path != logdir else None
-        incidents = _over_http(url, run)
+        incidents = _over_http(url, run, settings)
+        scope = f"run {run}" if run else f"{logdir}"
+    elif _is_run(path):
+        incidents = [{**i, "run": path.name} for i in _local(path, ROOT_RUN, db, settings)]
+        scope = f"run {path.name}"
     else:
-        incidents = _local(logdir, run, db, settings)
+        incidents, scope = _local(path, None, db, settings), f"{path}"
     if as_json:
         sys.stdout.write(orjson.dumps(incidents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(text(incidents, f"run {run}" if run else f"{logdir}"))
+        sys.stdout.write(text(incidents, scope))
     return 0
 
 
-def _locate(path: Path) -> tuple[Path, str | None]:
-    """(log directory, run id or None for all runs)."""
-    if any((path / name).exists() for name in KINDS):
-        return path.parent, path.name
-    return path, None
+# the run a log directory's own files belong to (scan.classify)
+ROOT_RUN = "."
 
 
-def _served(path: Path) -> tuple[str, Path] | None:
-    """A running server whose log directory holds ``path``."""
+def _is_run(path: Path) -> bool:
+    return any((path / name).exists() for name in KINDS)
+
+
+def _served(path: Path, settings) -> tuple[str, Path] | None:
+    """A running server whose log directory holds ``path``. Only its server.json is read in
+    each folder above, and only one this user wrote (cli.sql.server_url)."""
     for folder in (path, *path.parents):
-        url = server_url(default_db(folder))
+        url = server_url(default_db(folder), settings)
         if url:
             return url, folder
     return None
 
 
-def _over_http(url: str, run: str | None) -> list[dict]:
+def _over_http(url: str, run: str | None, settings) -> list[dict]:
     params = {"run": run} if run else {}
-    response = httpx.get(f"{url}/api/incidents", params=params, timeout=60)
-    payload = response.json()
-    if response.status_code != 200:
-        raise CliffwatchError(payload.get("error", response.text))
-    return payload["incidents"]
+    try:
+        response = httpx.get(f"{url}/api/incidents", params=params,
+                             headers=auth_headers(settings), timeout=60)
+    except httpx.HTTPError as exc:
+        raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
+    return answer_json(url, response)["incidents"]
 
 
 def _local(logdir: Path, run: str | None, db: Path | None, settings) -> list[dict]:

@@ -12,9 +12,14 @@ to query while a server runs.
 from __future__ import annotations
 
 import csv
+import ipaddress
+import logging
+import os
+import socket
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -27,6 +32,7 @@ from app.monitor import default_db
 from app.server.serve import server_file
 
 LOCAL_WAIT_S = 10.0
+log = logging.getLogger("cliffwatch.cli")
 
 
 def sql_command(text: str | None, name: str | None, params: list[str], logdir: Path,
@@ -63,9 +69,11 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
     db_path = Path(db or default_db(logdir)).resolve()
     deadline = time.monotonic() + LOCAL_WAIT_S
     while True:
-        url = server_url(db_path)
+        url = server_url(db_path, settings)
         if url:
-            return _named_http(url, *named) if named else _over_http(url, query)
+            headers = auth_headers(settings)
+            return (_named_http(url, headers, *named) if named
+                    else _over_http(url, headers, query))
         try:
             return _local(db_path, logdir, query, settings, named)
         except CliffwatchError as exc:
@@ -81,25 +89,69 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
             time.sleep(0.3)
 
 
-def server_url(db_path: Path) -> str | None:
-    """The URL of a live server holding this database, if any."""
+def server_url(db_path: Path, settings) -> str | None:
+    """The URL of a live server holding this database, if any.
+
+    server.json decides where the query (and CLIFFWATCH_TOKEN) goes, so it counts only when
+    this user wrote it and nobody else can rewrite it, and only when its URL is an address of
+    this machine: a planted or edited file must not send the token elsewhere."""
     info = server_file(db_path)
     try:
+        if not _ours(info):
+            return None
         url = orjson.loads(info.read_bytes())["url"]
-        httpx.get(f"{url}/api/health", timeout=2.0)
-    except (OSError, ValueError, KeyError, httpx.HTTPError):
+        if not is_local_url(url):
+            log.warning("ignoring %s: its URL %r is not an address of this machine", info, url)
+            return None
+        httpx.get(f"{url}/api/health", headers=auth_headers(settings), timeout=2.0)
+    except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
         return None
     return url
 
 
-def _over_http(url: str, query: str) -> dict:
-    return _answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query}, timeout=None))
+def _ours(info: Path) -> bool:
+    stat = info.stat()
+    if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
+        log.warning("ignoring %s: it must belong to you and be writable by you alone", info)
+        return False
+    return True
 
 
-def _named_http(url: str, name: str, params: dict) -> dict:
+def is_local_url(url: str) -> bool:
+    """An http URL whose host is localhost or an IP address of this machine. Names other than
+    localhost are not resolved: DNS could send them anywhere."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "http" or not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return False
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, 0))  # succeeds only for this machine's own addresses
+        except OSError:
+            return False
+    return True
+
+
+def auth_headers(settings) -> dict[str, str]:
+    token = getattr(settings, "token", "")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _over_http(url: str, headers: dict, query: str) -> dict:
+    return _answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query},
+                                           headers=headers, timeout=None))
+
+
+def _named_http(url: str, headers: dict, name: str, params: dict) -> dict:
     texts = {k: "null" if v is None else str(v) for k, v in params.items()}
     return _answer(url, lambda: httpx.get(f"{url}/api/query/{name}", params=texts,
-                                          timeout=None))
+                                          headers=headers, timeout=None))
 
 
 def _answer(url: str, send) -> dict:
@@ -107,10 +159,22 @@ def _answer(url: str, send) -> dict:
         response = send()
     except httpx.HTTPError as exc:
         raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
-    payload = response.json()
-    if response.status_code != 200:
-        raise CliffwatchError(payload.get("error", response.text))
-    return payload
+    return answer_json(url, response)
+
+
+def answer_json(url: str, response: httpx.Response) -> dict:
+    """The JSON body of a 200 answer; any other answer as a CliffwatchError."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {}
+    if response.status_code == 200 and isinstance(payload, dict):
+        return payload
+    message = payload.get("error") if isinstance(payload, dict) else None
+    if response.status_code == 401:
+        message = (f"the server at {url} needs its token: set CLIFFWATCH_TOKEN (or --token) "
+                   "to the one it was started with or printed at start-up")
+    raise CliffwatchError(message or f"the server at {url} answered {response.status_code}")
 
 
 def _local(db_path: Path, logdir: Path | None, query: str | None, settings, named=None) -> dict:

@@ -6,6 +6,12 @@ before the first browser connects; the same process answers /api/* (routes.py). 
 ``server.json`` beside the database tells the CLI where to send queries::
 
     {"pid": 4242, "url": "http://127.0.0.1:8501", "logdir": "/home/me/runs"}
+
+It never holds the token. Requests pass through ``guard.py`` first: a Host that is not this
+server's, a foreign Origin, or (off loopback) a missing token is refused before Streamlit or
+/api sees it. Off loopback without ``--token``, one is generated and printed in the URL::
+
+    cliffwatch: dashboard and API at http://127.0.0.1:8501/?token=Jx3...
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import sys
 from pathlib import Path
@@ -24,6 +31,7 @@ from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor, default_db
 from app.server import state
+from app.server.guard import Guard, GuardMiddleware, is_loopback
 from app.server.routes import ROUTES
 from app.settings import describe
 
@@ -35,8 +43,9 @@ def server_file(db_path: Path) -> Path:
     return Path(db_path).parent / "server.json"
 
 
-def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str):
+def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard):
     import streamlit as st
+    from starlette.middleware import Middleware
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -48,8 +57,7 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str):
         diagnosis.start()
         state.set_current(state.ServerState(monitor, worker, settings))
         info = server_file(db_path)
-        info.write_bytes(orjson.dumps({"pid": os.getpid(), "url": url,
-                                       "logdir": str(monitor.logdir)}))
+        write_server_file(info, {"pid": os.getpid(), "url": url, "logdir": str(monitor.logdir)})
         log.warning("cliffwatch serving %s at %s", monitor.logdir, url)
         try:
             yield None
@@ -60,7 +68,8 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str):
             diagnosis.stop()
             monitor.close()
 
-    return st.App(str(DASHBOARD), lifespan=lifespan, routes=ROUTES)
+    return st.App(str(DASHBOARD), lifespan=lifespan, routes=ROUTES,
+                  middleware=[Middleware(GuardMiddleware, guard=guard)])
 
 
 def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, settings) -> None:
@@ -70,15 +79,53 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
                               "--logdir with the folder your trainer writes to")
     _check_port(host, port)
     db_path = Path(db or default_db(logdir)).resolve()
-    url = f"http://{host}:{port}"
+    token = settings.token or (None if is_loopback(host) else secrets.token_urlsafe(32))
+    guard = Guard.for_bind(host, port, settings.allowed_hosts, token)
+    url = local_url(host, port)
     print(f"cliffwatch: watching {logdir}, database {db_path}", file=sys.stderr)
     print(f"cliffwatch settings: {describe(settings)}", file=sys.stderr)
-    print(f"cliffwatch: dashboard and API at {url}", file=sys.stderr)
-    app = build(logdir, db_path, settings, poll=poll, url=url)
+    if token and not settings.token:
+        # generated, so the user can only learn it here (as Jupyter does)
+        print(f"cliffwatch: dashboard and API at {url}/?token={token}", file=sys.stderr)
+    else:
+        how = " (token from --token or CLIFFWATCH_TOKEN)" if token else ""
+        print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
+    app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
-                    "global.developmentMode": False, "client.toolbarMode": "minimal"})
+                    "global.developmentMode": False, "client.toolbarMode": "minimal",
+                    # our line above names the URL (with its token); Streamlit's would not,
+                    # and for a wildcard bind it asks a web service for the external address
+                    "logger.hideWelcomeMessage": True, **streamlit_protection(guard)})
+
+
+def write_server_file(info: Path, payload: dict) -> None:
+    """Whole or not at all, and writable by this user alone whatever the umask: the CLI
+    trusts no other server.json (cli.sql.server_url)."""
+    partial = info.with_name(info.name + ".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        os.write(fd, orjson.dumps(payload))
+    finally:
+        os.close(fd)
+    os.replace(partial, info)
+
+
+def streamlit_protection(guard: Guard) -> dict:
+    """Streamlit's own checks, kept on and in line with the guard in front of them (which
+    decides): same-origin only, XSRF tokens on uploads, and the same Host names for its
+    websocket where a list can say them (a wildcard bind accepts any IP literal)."""
+    return {"server.enableCORS": True, "server.enableXsrfProtection": True,
+            "server.corsAllowedOrigins": [],
+            "server.allowedHosts": [] if guard.any_ip else sorted(guard.names)}
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL this machine reaches the server at: loopback for a wildcard bind."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _check_port(host: str, port: int) -> None:
