@@ -7,7 +7,7 @@
 -- param metric: column name (example: 'accuracy')
 -- param drop: fraction below the baseline (default: 0.3) (example: 0.3)
 WITH m AS (
-    SELECT line_id, step, COLUMNS($metric) AS value
+    SELECT line_id, step, COLUMNS(lambda c: c = $metric) AS value
     FROM metrics_all
     WHERE run = $run
 ), d AS (

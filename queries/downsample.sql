@@ -4,10 +4,10 @@
 --   every value beyond the 0.01th/99.99th percentile and every NaN/inf, so no extreme value
 --   disappears from a chart.
 -- param run: run id (example: 'seed-cliff')
--- param metric: column name (example: 'loss')
+-- param metric: column name, matched exactly (example: 'loss')
 -- param points: about how many points to return (default: 2000) (example: 2000)
 WITH m AS MATERIALIZED (
-    SELECT step, COLUMNS($metric) AS value
+    SELECT step, COLUMNS(lambda c: c = $metric) AS value
     FROM metrics
     WHERE run = $run
 ), span AS (

@@ -8,7 +8,7 @@
 -- param metric: column name (example: 'loss')
 -- param ratio: value / baseline (default: 2.0) (example: 2.0)
 WITH m AS (
-    SELECT line_id, step, COLUMNS($metric) AS value
+    SELECT line_id, step, COLUMNS(lambda c: c = $metric) AS value
     FROM metrics_all
     WHERE run = $run
 ), d AS (

@@ -47,8 +47,9 @@ def sql_command(text: str | None, name: str | None, params: list[str], logdir: P
     result = run_query(text, logdir, db, settings, named)
     sys.stdout.write(render(result, fmt))
     if result["truncated"]:
-        print(f"cliffwatch: output truncated at {len(result['rows'])} rows; add LIMIT or raise "
-              "--sql-max-rows", file=sys.stderr)
+        reason = result.get("truncated_reason") or (
+            f"stopped at {len(result['rows'])} rows; add LIMIT or raise --sql-max-rows")
+        print(f"cliffwatch: output truncated: {reason}", file=sys.stderr)
     return 0
 
 
@@ -186,7 +187,8 @@ def _local(db_path: Path, logdir: Path | None, query: str | None, settings, name
         query, params = queries.load(named[0]).text(), named[1]
     try:
         return run_readonly(db.cursor(), query, params=params, max_rows=settings.sql_max_rows,
-                            time_limit=settings.sql_time_limit).to_json()
+                            time_limit=settings.sql_time_limit,
+                            max_bytes=settings.sql_max_bytes).to_json()
     finally:
         db.close()
 

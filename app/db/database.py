@@ -41,6 +41,7 @@ class Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only, wait_s)
         queries.execute(self.con, "db/memory_limit", {"limit": memory_limit})
+        queries.execute(self.con, "db/allocator_background_threads")
         if not read_only:
             migrate(self.con)
         _lock_down(self.con, allowed_dirs)
@@ -110,11 +111,16 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
-    """No file access outside the log directory and scratch space, for every cursor.
+    """No file access outside the log directory and scratch space, then no more SET, for every
+    cursor.
 
     Ad-hoc SQL runs through cursors of this connection; with external access off, a query
-    cannot read /etc/passwd or write files. Arrow tables must then be register()ed by name.
+    cannot read /etc/passwd or write files outside these folders. Arrow tables must then be
+    register()ed by name. With the configuration locked, nothing (``SET memory_limit``,
+    ``threads``, ``enable_external_access``, ``lock_configuration`` itself) can be changed
+    again: nothing the app runs after this point SETs anything, so any SET is an attack.
     """
     dirs = [str(Path(d).resolve()) + "/" for d in allowed_dirs]
     queries.execute(con, "db/allow_dirs", {"dirs": dirs})
     queries.execute(con, "db/disable_external_access")
+    queries.execute(con, "db/lock_configuration")

@@ -1,13 +1,31 @@
 """Read-only SQL for users, shared by the HTTP API, the CLI and the dashboard.
 
-Two locks, because either alone has a hole: the statement must parse as a read (SELECT or
-EXPLAIN: COPY, ATTACH, INSTALL, LOAD, PRAGMA, SET, EXPORT, CALL and all writes are refused),
-and it runs inside a read-only transaction (which stops ``WITH x AS (DELETE ...) SELECT``, a
-statement that parses as a SELECT). File access outside the log directory is off for the whole
-database (see ``Database``). A slow query is interrupted after the time limit::
+Locks, each meant to hold when another is fooled:
+
+1. The statement must parse, in DuckDB's own parser, as one plain read; an EXPLAIN is taken
+   apart and the statement inside must be one too (``app/db/statement.py``). What runs is
+   rebuilt from the checked read, so ``EXPLAIN ANALYZE COPY ... TO`` or ``EXPLAIN ANALYZE SET``
+   never reaches DuckDB.
+2. Before it runs, DuckDB plans the read (``EXPLAIN (FORMAT json)``, which executes nothing)
+   and a plan holding any operator that writes, copies, sets, attaches or loads is refused
+   (``check_plan``): this holds even if the parser's verdict were wrong.
+3. It runs inside ``BEGIN TRANSACTION READ ONLY`` (which stops ``WITH x AS (DELETE ...)
+   SELECT``, a statement that parses as a SELECT). If that BEGIN fails the query is refused;
+   only the closing ROLLBACK may fail quietly.
+4. The configuration is locked once the database is open (``lock_configuration``, see
+   ``Database``): no SET, RESET or PRAGMA can change the memory limit, threads, allowed
+   directories or external access of the server, whatever statement carries it.
+5. File access outside the log directory and scratch space is off for the whole database.
+   DuckDB 2.0 has no read-only variant of ``allowed_directories`` and a read-only transaction
+   does not stop COPY TO, so inside the log directory (and ``.cliffwatch/`` in it) only locks
+   1 and 2 stop a file write.
+
+Results stop at ``max_rows`` rows or ``max_bytes`` bytes, whichever comes first, fetched a few
+rows at a time so a huge result is never held whole; a slow query is interrupted after the
+time limit::
 
     run_readonly(cursor, "SELECT step, loss FROM metrics", max_rows=10_000, time_limit=10)
-    -> SqlResult(columns=["step", "loss"], rows=[...], truncated=False, ...)
+    -> SqlResult(columns=["step", "loss"], rows=[...], truncated=None, ...)
 """
 
 from __future__ import annotations
@@ -22,11 +40,26 @@ import uuid
 from dataclasses import dataclass
 
 import duckdb
+import orjson
 
 from app.db import queries
+from app.db.statement import read_statement
 from app.errors import CliffwatchError
+from app.settings import Settings
 
-ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+# bytes counted for a value whose size is not its length (numbers, dates, NULL)
+_SCALAR_BYTES = 8
+# physical operators (DuckDB 2.0 names, as EXPLAIN shows them) that change a file, the
+# database, a setting or the session; a read never needs one
+WRITING_OPERATORS = frozenset({
+    "COPY_TO_FILE", "BATCH_COPY_TO_FILE", "FIXED_BATCH_COPY_TO_FILE", "COPY_DATABASE",
+    "INSERT", "BATCH_INSERT", "DELETE", "UPDATE", "MERGE_INTO", "CREATE_TABLE",
+    "CREATE_TABLE_AS", "BATCH_CREATE_TABLE_AS", "CREATE_INDEX", "ALTER", "CREATE_SEQUENCE",
+    "CREATE_VIEW", "CREATE_SCHEMA", "CREATE_MACRO", "CREATE_TYPE", "CREATE_SECRET", "DROP",
+    "TRANSACTION", "VACUUM", "CHECKPOINT", "FORCE_CHECKPOINT", "SET", "SET_VARIABLE", "RESET",
+    "LOAD", "PREPARE", "EXECUTE", "ATTACH", "DETACH", "EXPORT", "PRAGMA", "EXTENSION",
+    "UPDATE_EXTENSIONS",
+})
 
 
 @dataclass
@@ -34,56 +67,108 @@ class SqlResult:
     columns: list[str]
     types: list[str]
     rows: list[tuple]
-    truncated: bool
+    truncated: str | None  # None, or why the rows stop short: "rows" or "bytes"
     elapsed_s: float
+    limit: int = 0  # the cap that cut it: max_rows or max_bytes
 
     def to_json(self) -> dict:
         return {"columns": self.columns, "types": self.types,
                 "rows": [[jsonable(v) for v in row] for row in self.rows],
-                "row_count": len(self.rows), "truncated": self.truncated,
+                "row_count": len(self.rows), "truncated": self.truncated is not None,
+                "truncated_reason": self.truncation_message(),
                 "elapsed_s": round(self.elapsed_s, 4)}
 
+    def truncation_message(self) -> str | None:
+        if self.truncated == "rows":
+            return (f"stopped at {self.limit} rows; add LIMIT or raise --sql-max-rows")
+        if self.truncated == "bytes":
+            return (f"stopped at {len(self.rows)} rows, the result passed {self.limit} bytes; "
+                    "select fewer or smaller columns or raise --sql-max-bytes")
+        return None
 
-def check_statement(sql: str) -> str:
-    """The single read statement in ``sql``, or a CliffwatchError saying why not."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise CliffwatchError(f"SQL syntax error: {_first_line(exc)}") from None
-    if not statements:
-        raise CliffwatchError("empty query; write a SELECT statement")
-    if len(statements) > 1:
-        raise CliffwatchError("send one statement at a time (found "
-                              f"{len(statements)} separated by ';')")
-    kind = statements[0].type
-    if kind not in ALLOWED:
-        raise CliffwatchError(f"only read queries are allowed (SELECT, WITH ... SELECT, "
-                              f"EXPLAIN), not {kind.name}", status=403)
-    return sql
+
+def check_plan(cursor, read: str, params: dict | None = None) -> None:
+    """Refuse ``read`` if DuckDB's plan for it holds an operator that writes (EXPLAIN plans
+    and executes nothing, whatever the statement)."""
+    plan = cursor.execute(f"EXPLAIN (FORMAT json) {read}", params).fetchall()
+    found = set()
+    pending = [node for _, text in plan for node in orjson.loads(text)]
+    while pending:
+        node = pending.pop()
+        found.add(node.get("name"))
+        pending.extend(node.get("children", []))
+    writes = sorted(found & WRITING_OPERATORS)
+    if writes:
+        raise CliffwatchError(f"only read queries are allowed; this one would run "
+                              f"{', '.join(writes)}", status=403)
 
 
 def run_readonly(cursor: duckdb.DuckDBPyConnection, sql: str, *, params: dict | None = None,
-                 max_rows: int, time_limit: float) -> SqlResult:
-    check_statement(sql)
+                 max_rows: int, time_limit: float,
+                 max_bytes: int = Settings.sql_max_bytes) -> SqlResult:
+    statement = read_statement(sql)
     started = time.perf_counter()
     guard = _Deadline(cursor, time_limit)
-    _run(cursor, "db/begin_read_only")
+    _begin_read_only(cursor)
     try:
         with guard:
-            result = cursor.execute(sql, params) if params else cursor.execute(sql)
-            rows = result.fetchmany(max_rows + 1)
+            check_plan(cursor, statement.read, params)
+            result = cursor.execute(statement.run, params)
             description = result.description or []
+            rows, truncated = _fetch(result, max_rows, max_bytes)
     except duckdb.InterruptException:
         raise CliffwatchError(f"query exceeded {time_limit:g} s and was stopped; raise "
                               "--sql-time-limit or narrow the query (WHERE run = ...)",
                               status=408) from None
     except duckdb.Error as exc:
-        status = 403 if "read-only" in str(exc) or "Permission" in str(exc) else 400
-        raise CliffwatchError(_describe(exc), status=status) from None
+        raise CliffwatchError(_describe(exc), status=_status(exc)) from None
     finally:
-        _run(cursor, "db/rollback")
-    return SqlResult([d[0] for d in description], [str(d[1]) for d in description],
-                     rows[:max_rows], len(rows) > max_rows, time.perf_counter() - started)
+        _rollback(cursor)
+    return SqlResult([d[0] for d in description], [str(d[1]) for d in description], rows,
+                     truncated, time.perf_counter() - started,
+                     {"rows": max_rows, "bytes": max_bytes}.get(truncated, 0))
+
+
+def _fetch(result, max_rows: int, max_bytes: int) -> tuple[list[tuple], str | None]:
+    """Rows until the result ends or a cap is passed. Batches start at one row and grow only
+    while rows are small, so a result of 10 MB strings stops after a few of them."""
+    rows: list[tuple] = []
+    size, batch = 0, 1
+    while True:
+        chunk = result.fetchmany(min(batch, max_rows + 1 - len(rows)))
+        if not chunk:
+            return rows, None
+        for row in chunk:
+            size += _size(row)
+            if size > max_bytes:
+                return rows, "bytes"
+            if len(rows) == max_rows:
+                return rows, "rows"
+            rows.append(row)
+        average = max(1, size // len(rows))
+        batch = max(1, min(batch * 2, 1024, (max_bytes - size) // average))
+
+
+def _size(value) -> int:
+    """About how many bytes ``value`` takes in the answer."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return _SCALAR_BYTES + sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return _SCALAR_BYTES + sum(_size(k) + _size(v) for k, v in value.items())
+    return _SCALAR_BYTES
+
+
+def _begin_read_only(cursor) -> None:
+    """Open the read-only transaction, or refuse: a query that ran without it could write
+    (on a cursor left inside a read-write transaction, BEGIN fails)."""
+    try:
+        queries.execute(cursor, "db/begin_read_only")
+    except duckdb.Error as exc:
+        _rollback(cursor)  # so the next query on this cursor starts clean
+        raise CliffwatchError(f"could not start a read-only transaction ({_describe(exc)}); "
+                              "the query was not run, send it again", status=503) from None
 
 
 class _Deadline:
@@ -109,24 +194,30 @@ class _Deadline:
         self.timer.cancel()
 
 
-def _run(cursor, name: str) -> None:
-    # a rollback with no transaction open (the query failed to start one) is fine
+def _rollback(cursor) -> None:
+    # the one forgiving step: a rollback with no transaction open (the query failed before
+    # DuckDB began one, or an interrupt ended it) is fine
     with contextlib.suppress(duckdb.TransactionException):
-        queries.execute(cursor, name)
+        queries.execute(cursor, "db/rollback")
+
+
+def _status(exc: duckdb.Error) -> int:
+    text = str(exc)
+    refused = ("read-only" in text or "Permission" in text
+               or "configuration has been locked" in text)
+    return 403 if refused else 400
 
 
 def _describe(exc: duckdb.Error) -> str:
     text = str(exc).strip()
     if "read-only" in text:
         return "this query tries to write; only read queries are allowed"
+    if "configuration has been locked" in text:
+        return "settings cannot be changed while the monitor runs; pass them as flags to serve"
     if "file system operations are disabled" in text or "Permission Error" in text:
         return ("this query reads a file outside the log directory; only the database and the "
                 "log directory are readable")
     return text.split("\n\n")[0]
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0]
 
 
 def jsonable(value):

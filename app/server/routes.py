@@ -1,6 +1,7 @@
 """HTTP API under /api, served by the same process that owns the database.
 
-    GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1}
+    GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1,
+                          "ingest": "ok", "ingest_error": null}
     GET  /api/runs    -> {"runs": [{"run": "demo", "status": "running", ...}]}
     GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
     GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
@@ -9,8 +10,7 @@
 
 from __future__ import annotations
 
-import threading
-
+import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,7 +20,7 @@ from app.db import queries
 from app.db.readonly import SqlResult, jsonable, run_readonly
 from app.diagnose.report import KEYS as INCIDENT_KEYS
 from app.errors import CliffwatchError
-from app.server.state import current
+from app.server.state import ADHOC_SLOTS, current
 
 
 def _json(payload, status: int = 200) -> Response:
@@ -44,19 +44,22 @@ def records(result: SqlResult) -> list[dict]:
             for row in result.rows]
 
 
-# DuckDB cannot interrupt every expression (a huge list_sort runs to the end), so at most
-# this many ad-hoc queries run at once: the rest of the API and the dashboard keep threads.
-ADHOC_SLOTS = threading.BoundedSemaphore(2)
-
-
-def _limited(run):
-    if not ADHOC_SLOTS.acquire(timeout=current().settings.sql_time_limit):
-        raise CliffwatchError("two ad-hoc queries are already running; try again when they "
-                              "finish", status=503)
+async def _limited(run):
+    """``run()`` in a worker thread once an ad-hoc slot is free, or 503 if none frees in time.
+    The wait holds no thread: 50 waiting /api/sql once took every pool thread, and
+    /api/health waited 9.6 s behind them."""
+    state = current()
+    acquired = False
+    with anyio.move_on_after(state.settings.sql_time_limit):
+        await state.adhoc_slots.acquire()
+        acquired = True
+    if not acquired:
+        raise CliffwatchError(f"{ADHOC_SLOTS} ad-hoc queries are already running; try again "
+                              "when they finish", status=503)
     try:
-        return run()
+        return await _threaded(run)
     finally:
-        ADHOC_SLOTS.release()
+        state.adhoc_slots.release()
 
 
 def named(name: str, params: dict | None = None) -> SqlResult:
@@ -67,7 +70,8 @@ def named(name: str, params: dict | None = None) -> SqlResult:
     query = queries.load(name)
     return run_readonly(state.monitor.db.cursor(), query.text(), params=query.bind(params or {}),
                         max_rows=state.settings.sql_max_rows,
-                        time_limit=state.settings.sql_time_limit)
+                        time_limit=state.settings.sql_time_limit,
+                        max_bytes=state.settings.sql_max_bytes)
 
 
 async def _threaded(func, *args):
@@ -81,8 +85,10 @@ async def health(request: Request) -> Response:
     def work():
         state = current()
         row = records(named("health"))[0]
+        failure = getattr(state.worker, "failure", None)
         return {**row, "ingest_lag_s": round(state.worker.lag_s(), 3),
                 "unfinished_lines": state.worker.tailer.pending_partial,
+                "ingest": "failing" if failure else "ok", "ingest_error": failure,
                 "logdir": str(state.monitor.logdir), "db": str(state.monitor.db.path)}
 
     return _json(await _threaded(work))
@@ -93,9 +99,27 @@ async def runs(request: Request) -> Response:
     return _json({"runs": records(await _threaded(named, "runs"))})
 
 
+async def _body(request: Request) -> bytes:
+    """The request body, read as it arrives and refused once past ``max_request_bytes`` (a
+    100 MB POST used to be buffered whole, and then copied)."""
+    cap = current().settings.max_request_bytes
+    declared = request.headers.get("content-length", "")
+    chunks, size = [], 0
+    if not declared.isdigit() or int(declared) <= cap:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                break
+            chunks.append(chunk)
+    if size > cap or (declared.isdigit() and int(declared) > cap):
+        raise CliffwatchError(f"request body over {cap} bytes; send a shorter query or raise "
+                              "--max-request-bytes", status=413)
+    return b"".join(chunks)
+
+
 @_guarded
 async def sql(request: Request) -> Response:
-    body = await request.body()
+    body = await _body(request)
     try:
         payload = orjson.loads(body) if body[:1] == b"{" else {"sql": body.decode()}
         text, limit = payload["sql"], payload.get("max_rows")
@@ -108,20 +132,19 @@ async def sql(request: Request) -> Response:
             from None
 
     def work():
-        state = current()
-        cap = min(limit or state.settings.sql_max_rows, state.settings.sql_max_rows)
-        return _limited(lambda: run_readonly(state.monitor.db.cursor(), text, max_rows=cap,
-                                             time_limit=state.settings.sql_time_limit))
+        settings = current().settings
+        cap = min(limit or settings.sql_max_rows, settings.sql_max_rows)
+        return run_readonly(current().monitor.db.cursor(), text, max_rows=cap,
+                            time_limit=settings.sql_time_limit, max_bytes=settings.sql_max_bytes)
 
-    return _json((await _threaded(work)).to_json())
+    return _json((await _limited(work)).to_json())
 
 
 @_guarded
 async def query(request: Request) -> Response:
     name = request.path_params["name"]
     texts = dict(request.query_params)
-    result = await _threaded(
-        lambda: _limited(lambda: named(name, queries.load(name).convert(texts))))
+    result = await _limited(lambda: named(name, queries.load(name).convert(texts)))
     return _json({"query": name, **result.to_json()})
 
 

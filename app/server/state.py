@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import anyio
 
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
+
+# DuckDB cannot interrupt every expression (a huge list_sort runs to the end), so at most
+# this many ad-hoc queries run at once; the rest of the API and the dashboard keep going.
+ADHOC_SLOTS = 2
 
 
 @dataclass
@@ -15,6 +21,9 @@ class ServerState:
     monitor: Monitor
     worker: IngestWorker
     settings: object
+    # made inside the lifespan, so it belongs to the server's event loop
+    adhoc_slots: anyio.CapacityLimiter = field(
+        default_factory=lambda: anyio.CapacityLimiter(ADHOC_SLOTS))
 
 
 _current: ServerState | None = None
