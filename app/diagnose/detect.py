@@ -33,7 +33,7 @@ CLIFF_REL = 0.3  # at least 30% below the baseline ...
 CLIFF_SIGMAS = 8.0
 LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
 NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
-               "ingested_at", "line_id", "t"}
+               "ingested_at", "line_id", "t", "extra_metrics"}
 NONFINITE = "!nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
 
 

@@ -3,13 +3,19 @@
 Decoding JSON line by line in Python runs at about a fifth of ``read_json``'s speed, so a
 chunk that looks clean is inserted by ``queries/ingest/insert_direct.sql`` straight from a
 scratch copy (or, for a log read from its start, from the log itself). Clean means: no CR, no
-string value, and exactly one integer ``step`` per line, strictly rising. The byte checks run
-in a thread beside DuckDB's read; the order is checked on a scratch chunk by a regex pass and
-on a log read whole by a query after the insert: an order guard inside the INSERT (a window
-over the file's order) made DuckDB read single-threaded at half speed. The INSERT itself
-fails on anything else it cannot vouch for (a key outside its schema sample, a value it cannot
-convert, a line over 1 MiB, a non-integer step); the caller then rolls back and takes the
-careful path (parse.py), which finds and records each problem. Both paths store the same rows.
+string value, no ``true``/``false`` (DuckDB would store 1.0 without a word, where the careful
+path records a warning), and exactly one integer ``step`` per line, strictly rising. Every
+key must be its own column name (columns.py): other keys take the careful path, which maps
+them. DuckDB also reads ``1e400`` as Infinity silently: a query after the insert looks for
+infinities in the rows just inserted (queries/ingest/check_finite.sql) and sends the chunk
+back if it finds one (a logged ``Infinity`` goes back too; the careful path is only slower).
+The byte checks run in a thread beside DuckDB's read; the order is checked on a scratch
+chunk by a regex pass and on a log read whole by a query after the insert: an order guard
+inside the INSERT (a window over the file's order) made DuckDB read single-threaded at half
+speed. The INSERT itself fails on anything else it cannot vouch for (a key outside its
+schema sample, a value it cannot convert, a line over 1 MiB, a non-integer step); the caller
+then rolls back and takes the careful path (parse.py), which finds and records each problem.
+Both paths store the same rows.
 """
 
 from __future__ import annotations
@@ -24,12 +30,16 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from app.ingest.columns import column_name, fold
+
 _SCANNER = ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-scan")
 STEP = re.compile(rb'"step":[ \t]*(-?\d{1,18})[ \t]*[,}]')
 MIN_BYTES = 256 * 1024  # below this the careful path is cheaper than a scratch file
 BLOCK = 1 << 22
+# BOOLEAN is not here: DuckDB would store true as 1.0 silently (the careful path notes it).
 NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-           "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "BOOLEAN"}
+           "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE"}
+_RENAMED = re.compile(r"(.*)_\d+")  # how read_json names a second spelling of a key
 
 
 @dataclass
@@ -44,13 +54,16 @@ class Scan:
     first_step: int | None = None
     last_step: int | None = None
     balance: int = 0  # quotes minus twice the colons so far (0: no string values)
+    tail: bytes = b""  # the last byte of the previous block's shape
 
     def add_block(self, block: bytes) -> None:
         """Fold in any bytes (counts add up across blocks; call finish() at the end)."""
-        if b"\r" in block:
+        shape = _shape(block)
+        if b"\r" in shape or _boolean(shape) or _boolean(self.tail + shape[:1]):
             self.clean = False
-        self.lines += block.count(b"\n")
-        self.balance += block.count(b'"') - 2 * block.count(b":")
+        self.tail = shape[-1:] or self.tail
+        self.lines += shape.count(b"\n")
+        self.balance += shape.count(b'"') - 2 * shape.count(b":")
 
     def finish(self) -> Scan:
         self.clean = self.clean and self.balance == 0
@@ -58,8 +71,9 @@ class Scan:
 
     def add(self, part: bytes) -> None:
         """Fold in a run of complete lines, steps included."""
-        lines = part.count(b"\n")
-        if not self.clean or b"\r" in part or not _numbers_only(part):
+        shape = _shape(part)
+        lines = shape.count(b"\n")
+        if not self.clean or b"\r" in shape or _boolean(shape) or not _numbers_only(shape):
             self.clean = False
             return
         steps = np.array(STEP.findall(part), dtype=np.int64)
@@ -76,12 +90,29 @@ class Scan:
         self.lines += lines
 
 
-def _numbers_only(part: bytes) -> bool:
+# The bytes the checks need, kept in one pass (``bytes.translate`` deletes the rest, which is
+# ~5/6 of a log): line ends, CR, quotes and colons to count, and t/f to find booleans.
+_SHAPE_BYTES = b'\n\r":tf'
+_NOT_SHAPE = bytes(b for b in range(256) if b not in _SHAPE_BYTES)
+
+
+def _shape(part: bytes) -> bytes:
+    return part.translate(None, _NOT_SHAPE)
+
+
+def _boolean(shape: bytes) -> bool:
+    """A ``true``/``false`` value: after a colon, the next kept byte of a number or of
+    ``null``/``NaN`` is the quote of the next key or a line end, of a boolean its t or f.
+    (``Infinity`` holds an f and a t: it is sent back too, and is only slower.)"""
+    return b":t" in shape or b":f" in shape
+
+
+def _numbers_only(shape: bytes) -> bool:
     """No string values: each key brings two quotes and one colon, a string value two quotes
     more. (A string holding colons can even out the count, but such a string is no number,
     so DuckDB refuses it and the careful path reads it.) DuckDB would quietly turn "0.5" into
-    a number where the careful path records a warning. Two byte counts: ~0.1 s per 256 MB."""
-    return part.count(b'"') == 2 * part.count(b":")
+    a number where the careful path records a warning."""
+    return shape.count(b'"') == 2 * shape.count(b":")
 
 
 @dataclass
@@ -157,15 +188,27 @@ def prepare(data: bytes, scratch: Path) -> Chunk | None:
     return Chunk(Path(name), first_step, scan)
 
 
-def new_columns(described: list[tuple], known: set[str]) -> list[str] | None:
-    """Keys of a chunk that need a column, or None if a key is not numeric (the careful path
-    then decides what to keep)."""
-    names = []
+def new_columns(described: list[tuple], known: set[str],
+                skip: frozenset[str] = frozenset()) -> list[str] | None:
+    """Keys of a chunk that need a column (``known``: the table's columns, folded; ``skip``:
+    keys the insert leaves out), or None if the fast path cannot store the chunk as the
+    careful path would: a key that is not numeric, a key that is not its own column name
+    (columns.py), or two keys DuckDB took for one (its reader renames the second
+    ``Loss``/``loss`` to ``loss_1``)."""
+    names, seen = [], set()
     for name, kind, *_ in described:
-        if name == "step" or name.lower() in known:
+        if name in skip:
             continue
         list_of_ints = name == "buckets" and kind.endswith("[]") and kind[:-2] in NUMERIC
-        if kind not in NUMERIC and not list_of_ints:
+        if name != "step" and kind not in NUMERIC and not list_of_ints:
             return None
-        names.append(name)
+        if column_name(name) != name or fold(name) in seen:
+            return None
+        seen.add(fold(name))
+        if fold(name) not in known:
+            names.append(name)
+    for name in seen:
+        renamed = _RENAMED.fullmatch(name)
+        if renamed and renamed.group(1) in seen:
+            return None
     return names

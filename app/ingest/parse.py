@@ -9,20 +9,22 @@ line ``{"step": 7, "loss": "abc"}`` at offset 812 becomes a row with ``loss`` NU
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
 
 import orjson
 import pyarrow as pa
 
+from app.ingest.columns import SPECIAL, column_name, fold
+
 MAX_LINE = 1024 * 1024
+MAX_EVENT_DEPTH = 64  # an event is stored as JSON text; json.dumps recurses once per level
 BOM = b"\xef\xbb\xbf"
 EXCERPT = 200
-SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
-           "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
-# Keys that would collide with the monitor's own columns get a prefix (docs/log-format.md).
-RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", ""}
 INT64 = (-(2**63), 2**63 - 1)
 INT32 = (-(2**31), 2**31 - 1)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -39,34 +41,88 @@ class Parsed:
     events: list[tuple[int, dict]] = field(default_factory=list)  # (byte offset, object)
     problems: list[Problem] = field(default_factory=list)
     crlf: bool = False  # a line ended in \r\n
+    row_offsets: list[int] = field(default_factory=list)  # byte offset of each row's line
 
 
 def excerpt(raw: bytes) -> str:
     return raw[:EXCERPT].decode("utf-8", errors="replace").replace("\x00", "\\0")
 
 
-def column_name(key: str) -> str:
-    return f"log_{key}" if key.lower() in RESERVED else key
-
-
 def _within(value: int, bounds: tuple[int, int]) -> bool:
     return bounds[0] <= value <= bounds[1]
 
 
-def decode(raw: bytes) -> object:
-    """One JSON value; NaN/Infinity literals (Python's json writes them) are accepted."""
+def decode(raw: bytes) -> tuple[object, list[str]]:
+    """One JSON value, and notes on what had to be changed to read it. NaN/Infinity literals
+    (Python's json writes them) are accepted. Raises ValueError (UnicodeDecodeError included)
+    for anything that is not JSON, however deep or odd."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        # orjson rejects NaN/Infinity and lone surrogates; the stdlib accepts what Python wrote.
-        return json.loads(raw.decode("utf-8"))
+        return orjson.loads(raw), []
+    except orjson.JSONDecodeError as exc:
+        first = exc
+    # orjson rejects NaN/Infinity, numbers beyond a double and lone surrogates; the stdlib
+    # reads them, and each change it makes to the value is noted.
+    notes: list[str] = []
+    try:
+        obj = json.loads(raw.decode("utf-8"), parse_float=lambda t: _big(t, notes),
+                         parse_int=lambda t: _big(t, notes) if len(t) > 20 else int(t))
+    except RecursionError:
+        raise ValueError(f"nested too deeply ({first})") from None
+    if b"\\u" in raw:  # a \uD800-style escape can name a lone surrogate
+        obj = _without_surrogates(obj, notes)
+    return obj, notes
+
+
+def _big(text: str, notes: list[str]) -> float:
+    value = float(text)
+    if math.isinf(value):
+        notes.append(f"number {text[:20]}{'...' if len(text) > 20 else ''} is beyond the range "
+                     f"of a double; stored as {'-' if value < 0 else ''}Infinity")
+    return value
+
+
+def _without_surrogates(obj: object, notes: list[str]) -> object:
+    """Lone surrogates (no character, and not encodable as UTF-8) as their escape text."""
+    def fix(text: str) -> str:
+        if not _LONE_SURROGATE.search(text):
+            return text
+        fixed = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        notes.append(f"'{fixed[:40]}' holds a lone surrogate escape, which is no character; "
+                     "kept as the escape text")
+        return fixed
+
+    if isinstance(obj, str):
+        return fix(obj)
+    if isinstance(obj, list):
+        return [_without_surrogates(v, notes) for v in obj]
+    if isinstance(obj, dict):
+        return {fix(k): _without_surrogates(v, notes) for k, v in obj.items()}
+    return obj
+
+
+def event_text(obj: dict) -> str:
+    """An event as the JSON text stored in ``events.data``."""
+    return json.dumps(obj)
+
+
+def depth(obj: object) -> int:
+    """How deeply lists and objects nest in ``obj`` (iterative: no recursion limit)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (value.values() if isinstance(value, dict)
+                                                  else value))
+    return deepest
 
 
 # ---- careful path -----------------------------------------------------------------------
 
 
 def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
-    """Line by line. ``data`` holds complete lines (ends with \\n); ``base`` is its offset."""
+    """Line by line. ``data`` holds complete lines (ends with \\n); ``base`` is its offset.
+    Never raises for what the bytes hold: a line that cannot be read is a Problem."""
     out = Parsed()
     rows: list[dict] = []
     pos = 0
@@ -78,20 +134,48 @@ def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
             out.problems.append(Problem(0, "warning", "UTF-8 byte order mark at start of file; "
                                         "ignored", excerpt(raw)))
             raw = raw[len(BOM):]
-        obj = _decode_line(raw, offset, out.problems)
-        if obj is None:
+        try:
+            row = _line(raw, offset, out, events_only)
+        except MemoryError:
+            raise  # a resource error says nothing about the line: retry it later
+        except Exception as exc:  # the promise: no line's content stops a file
+            out.problems.append(Problem(offset, "error", f"could not read this line "
+                                        f"({type(exc).__name__}: {_first_line(exc)}); skipped",
+                                        excerpt(raw)))
             continue
-        if "event" in obj or events_only:
-            out.events.append((offset, obj))
-            continue
-        row = _metric_row(obj, offset, raw, out.problems)
         if row is not None:
             rows.append(row)
+            out.row_offsets.append(offset)
     out.rows = rows_table(rows) if rows else None
     return out
 
 
-def _decode_line(raw: bytes, offset: int, problems: list[Problem]) -> dict | None:
+def _line(raw: bytes, offset: int, out: Parsed, events_only: bool) -> dict | None:
+    """One line: a metric row to keep, or None (an event, or a problem recorded)."""
+    decoded = _decode_line(raw, offset, out.problems)
+    if decoded is None:
+        return None
+    obj, notes = decoded
+    if "event" in obj or events_only:
+        if depth(obj) > MAX_EVENT_DEPTH:
+            out.problems.append(Problem(offset, "error", f"event nests more than "
+                                        f"{MAX_EVENT_DEPTH} levels deep; not stored",
+                                        excerpt(raw)))
+            return None
+        if notes:
+            out.problems.append(Problem(offset, "warning", "; ".join(notes), excerpt(raw)))
+        out.events.append((offset, obj))
+        return None
+    return _metric_row(obj, offset, raw, out.problems, notes)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()
+    return text[0][:200] if text else ""
+
+
+def _decode_line(raw: bytes, offset: int, problems: list[Problem]):
+    """(object, notes) for a line holding a JSON object, else None with the problem noted."""
     def bad(reason: str) -> None:
         problems.append(Problem(offset, "error", reason, excerpt(raw)))
 
@@ -100,17 +184,18 @@ def _decode_line(raw: bytes, offset: int, problems: list[Problem]) -> dict | Non
     if len(raw) > MAX_LINE:
         return bad(f"line is {len(raw)} bytes, over the 1 MiB limit")
     try:
-        obj = decode(raw)
+        obj, notes = decode(raw)
     except UnicodeDecodeError:
         return bad("not UTF-8 text (binary data?)")
     except ValueError as exc:
-        return bad(f"invalid JSON: {exc}")
+        return bad(f"invalid JSON: {_first_line(exc)}")
     if not isinstance(obj, dict):
         return bad(f"not a JSON object (got {type(obj).__name__})")
-    return obj
+    return obj, notes
 
 
-def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem]) -> dict | None:
+def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
+                notes: list[str]) -> dict | None:
     step = obj.get("step")
     if isinstance(step, float) and step.is_integer():
         step = int(step)
@@ -118,32 +203,59 @@ def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem]) -> 
         reason = "missing 'step'" if "step" not in obj else f"'step' is not an integer ({step!r})"
         problems.append(Problem(offset, "error", reason, excerpt(raw)))
         return None
-    row, odd, seen = {"step": step}, [], {"step"}
+    row, odd, seen = {"step": step}, list(notes), {"step"}
     for key, value in obj.items():
         if key == "step":
             continue
-        if key.lower() in seen:  # SQL columns ignore case: Loss and loss are one column
-            odd.append(f"key '{key}' repeats another key but for case; ignored")
+        name = column_name(key)
+        if fold(name) in seen:  # one column per name as DuckDB compares them (columns.py)
+            odd.append(f"key {_key(key)} goes to the same column as another key on this line "
+                       f"({_key(name)}); ignored")
             continue
-        seen.add(key.lower())
-        if key == "buckets":
+        seen.add(fold(name))
+        if name == "buckets":
             ok = isinstance(value, list) and all(type(b) is int and _within(b, INT32)
                                                  for b in value)
-            row[key] = value if ok else None
+            row[name] = value if ok else None
             if not ok and value is not None:
                 odd.append(f"'buckets' is not a list of integers ({_short(value)}); stored as "
                            "NULL")
-        elif value is None or isinstance(value, (int, float)):
-            row[column_name(key)] = float(value) if isinstance(value, bool) else value
         else:
-            odd.append(f"metric '{key}' is not a number ({_short(value)}); stored as NULL")
+            row[name] = _metric_value(key, value, odd)
     if odd:
         problems.append(Problem(offset, "warning", "; ".join(odd), excerpt(raw)))
     return row
 
 
+def _metric_value(key: str, value: object, odd: list[str]) -> float | None:
+    """A metric as float; what is not a number is NULL and noted, a boolean is 0/1 and noted."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        odd.append(f"metric {_key(key)} is a boolean ({_short(value)}); stored as "
+                   f"{float(value)}")
+        return float(value)
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            odd.append(f"metric {_key(key)} is beyond the range of a double; stored as "
+                       "Infinity")
+            return math.copysign(math.inf, value)
+    odd.append(f"metric {_key(key)} is not a number ({_short(value)}); stored as NULL")
+    return None
+
+
+def _key(key: str) -> str:
+    text = json.dumps(key, ensure_ascii=False)[1:-1]
+    return f"'{text}'" if len(text) <= 40 else f"'{text[:37]}...'"
+
+
 def _short(value: object) -> str:
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except (ValueError, RecursionError):
+        text = f"a nested {type(value).__name__}"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -155,12 +267,12 @@ def records_table(records: list[dict], schema: pa.Schema) -> pa.Table:
 
 
 def rows_table(rows: list[dict]) -> pa.Table:
-    """Arrow table in line order: special keys typed, every other key float64. A key spelled
-    with other case on other lines goes to the column of its first spelling."""
+    """Arrow table in line order: special keys typed, every other key float64. Column names
+    that DuckDB takes for one (``fold``) go to the column of their first spelling."""
     spelling: dict[str, str] = {}
     for row in rows:
         for key in list(row):
-            first = spelling.setdefault(key.lower(), key)
+            first = spelling.setdefault(fold(key), key)
             if first != key:
                 row[first] = row.pop(key)
     schema = pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in spelling.values()])

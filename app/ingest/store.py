@@ -4,6 +4,10 @@ leaves every line either ingested once or still unread.
 
 The ``FileState`` mirrors one row of the ``files`` table; it is only changed in memory after
 the transaction that stores it has committed.
+
+New metric keys get their columns first, in small transactions of their own, up to
+``max_metric_columns``; further keys go to the map column ``extra_metrics`` (one warning per
+run names them). Column names come from ``columns.py``, and are compared as DuckDB does.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 
 import duckdb
@@ -20,10 +25,19 @@ import pyarrow as pa
 
 from app.db.database import Database
 from app.ingest import bulk
+from app.ingest.columns import OVERFLOW, column_name, fold, is_metric_column
 from app.ingest.filestate import FileState
-from app.ingest.parse import Parsed, Problem, number, records_table
+from app.ingest.parse import INT64, Parsed, Problem, event_text, number, records_table
+from app.settings import REGISTRY
 
+log = logging.getLogger("cliffwatch.ingest")
 TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}
+MAX_COLUMNS = next(s.default for s in REGISTRY if s.name == "max_metric_columns")
+# ALTER TABLEs per transaction: DuckDB keeps every version of the table's catalog entry until
+# commit, so n columns added in one transaction cost memory ~ n^2 outside memory_limit (5,000
+# keys: 6.9 GB). Small committed groups keep it flat; an empty column is harmless.
+ALTERS_PER_TRANSACTION = 64
+OVERFLOW_TYPE = pa.map_(pa.string(), pa.float64())
 STATUSES = {"completed", "failed", "interrupted"}
 ATTEMPTS = pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
                       ("prev_step", pa.int64()), ("reason", pa.string()), ("file_id", pa.int32())])
@@ -54,10 +68,11 @@ def content_error(exc: BaseException) -> bool:
 
 
 class Store:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, max_columns: int = MAX_COLUMNS):
         self.db = db
-        self._columns: dict[str, set[str]] = {}
-        self._described: set[int] = set()
+        self.max_columns = max_columns  # metric columns per table; more keys go to OVERFLOW
+        self._columns: dict[str, dict[str, str]] = {}  # table -> {folded name: name}
+        self._overflow_noted: dict[str, set[str]] = {}  # run -> keys reported as overflowing
 
     def load_files(self) -> list[FileState]:
         result = self.db.run("ingest/files_load")
@@ -71,17 +86,80 @@ class Store:
 
     def commit(self, state: FileState, batch: Batch) -> int:
         """Write the batch; on success copy the new state into ``state``. Returns rows written."""
+        noted = self._fit_columns(state, batch)
         cur = self.db.cursor()
         cur.begin()
         try:
             rows = self._write(cur, state, batch)
             cur.commit()
         except BaseException:
-            cur.rollback()
-            self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
+            self._rollback(cur)
             raise
         _copy_into(state, batch.new_state)
+        self._overflow_noted.setdefault(state.run, set()).update(noted)
         return rows
+
+    def _rollback(self, cur) -> None:
+        """Undo the open transaction after a failure (the caller re-raises that failure). If
+        the rollback fails too, the cursor may be left in an aborted transaction that fails
+        every later statement: drop it, and the next call opens a fresh one."""
+        self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
+        try:
+            cur.rollback()
+        except Exception:
+            log.warning("rollback failed; opening a fresh database cursor", exc_info=True)
+            self.db.reset_cursor()
+
+    def _fit_columns(self, state: FileState, batch: Batch) -> set[str]:
+        """Give the batch's new metric keys their columns (committed ahead, in small groups)
+        up to ``max_columns``; move the rest into the OVERFLOW map, with one warning per run
+        for keys not reported before. Returns the keys reported."""
+        rows = batch.parsed.rows
+        if rows is None or not rows.num_rows or state.kind not in TABLES:
+            return set()
+        if state.kind == "rank":  # the rank a line names is its file's rank (log-format.md)
+            rows = batch.parsed.rows = rows.drop_columns(
+                [n for n in rows.column_names if fold(n) == fold(column_name("rank"))])
+        table = TABLES[state.kind]
+        known = self._known(table)
+        new = [n for n in rows.column_names if fold(n) not in known]
+        room = max(0, self.max_columns - sum(map(is_metric_column, known)))
+        extra = [n for n in new if is_metric_column(n)][room:]
+        if extra:
+            moved = set(extra)
+            new = [n for n in new if n not in moved]
+            batch.parsed.rows = rows = overflow(rows, extra)
+            if fold(OVERFLOW) not in known:
+                new.append(OVERFLOW)
+        for start in range(0, len(new), ALTERS_PER_TRANSACTION):
+            self._add_columns_now(table, new[start:start + ALTERS_PER_TRANSACTION])
+        unnoted = [n for n in extra if n not in self._overflow_noted.get(state.run, ())]
+        if unnoted:
+            first = int(np.argmax(rows.column(OVERFLOW).is_valid().to_numpy(
+                zero_copy_only=False)))  # the first line that carries one
+            offsets = batch.parsed.row_offsets
+            offset = offsets[first] if first < len(offsets) else 0
+            batch.parsed.problems.append(self._overflow_problem(offset, unnoted))
+        return set(unnoted)
+
+    def _overflow_problem(self, offset: int, unnoted: list[str]) -> Problem:
+        shown = ", ".join(unnoted[:20]) + (f" and {len(unnoted) - 20} more"
+                                             if len(unnoted) > 20 else "")
+        return Problem(offset, "warning", f"metric column limit reached (max_metric_columns="
+                       f"{self.max_columns}): {len(unnoted)} key(s) kept in the map column "
+                       f"{OVERFLOW} (read one as {OVERFLOW}['key']): {shown}; raise "
+                       "--max-metric-columns to give new keys their own columns")
+
+    def _add_columns_now(self, table: str, names: list[str]) -> None:
+        """Add columns in a transaction of their own, committed before the rows."""
+        cur = self.db.cursor()
+        cur.begin()
+        try:
+            self._ensure_columns(cur, table, names)
+            cur.commit()
+        except BaseException:
+            self._rollback(cur)
+            raise
 
     def _write(self, cur, state: FileState, batch: Batch) -> int:
         new, parsed = batch.new_state, batch.parsed
@@ -110,8 +188,6 @@ class Store:
                                                        rows.num_rows))
         if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
             rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
-            if "log_rank" in rows.column_names:  # the rank a line names is its file's rank
-                rows = rows.drop_columns(["log_rank"])
             rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
                                                         rows.num_rows))
         self._ensure_columns(cur, table_name, rows.column_names)
@@ -125,36 +201,24 @@ class Store:
     def commit_bulk(self, state: FileState, new: FileState, chunk: bulk.Chunk) -> int | None:
         """The fast path in one transaction; None (nothing written) when the chunk must take
         the careful path instead."""
+        doubles = self._columns_for(state.kind, chunk)
+        if doubles is None:
+            return None
         cur = self.db.cursor()
-        if state.file_id not in self._described:
-            # a file's first chunk usually brings new keys: add their columns up front rather
-            # than paying for a failed insert
-            self._described.add(state.file_id)
-            self._add_columns(cur, state.kind, chunk)
-        for retry in (False, True):
-            trial = copy.copy(new)
-            cur.begin()
-            try:
-                rows = self._bulk(cur, state, trial, chunk)
-                cur.commit()
-            except duckdb.BinderException:
-                cur.rollback()  # most likely a key with no column yet
-                self._columns.clear()
-                if retry or not self._add_columns(cur, state.kind, chunk):
-                    return None
-                continue
-            except (duckdb.Error, _NotClean):
-                cur.rollback()
-                self._columns.clear()
-                return None
-            except BaseException:  # e.g. the line count failed: never leave it open
-                cur.rollback()
-                self._columns.clear()
-                raise
-            _copy_into(state, trial)
-            return rows
-        return None
-
+        trial = copy.copy(new)
+        cur.begin()
+        try:
+            rows = self._bulk(cur, state, trial, chunk)
+            self._check_finite(state, trial, chunk, doubles)
+            cur.commit()
+        except (duckdb.Error, _NotClean):
+            self._rollback(cur)  # the careful path reads it, and says what was wrong
+            return None
+        except BaseException:  # e.g. the line count failed: never leave it open
+            self._rollback(cur)
+            raise
+        _copy_into(state, trial)
+        return rows
     def _bulk(self, cur, state: FileState, new: FileState, chunk: bulk.Chunk) -> int:
         starts = []
         if new.last_step is None or chunk.first_step <= new.last_step:
@@ -187,40 +251,58 @@ class Store:
         self._update_file(new)
         return scan.lines
 
-    def _add_columns(self, cur, kind: str, chunk: bulk.Chunk) -> bool:
-        """Columns for the chunk's new metric keys, committed before its rows (an empty
-        column is harmless if the rows then take the careful path); False if there are none
-        to add or the chunk cannot even be described."""
+    def _check_finite(self, state: FileState, new: FileState, chunk: bulk.Chunk,
+                      doubles: list[str]) -> None:
+        """DuckDB's reader stores 1e400 as Infinity silently: such a chunk goes back."""
+        if not doubles:
+            return
+        found = self.db.run("ingest/check_finite", {
+            "file_id": state.file_id, "attempt": new.attempt, "first_step": chunk.first_step,
+            "names": doubles}, identifiers={"table": TABLES[state.kind]}).fetchall()[0]
+        if any(found):
+            raise _NotClean
+
+    def _columns_for(self, kind: str, chunk: bulk.Chunk) -> list[str] | None:
+        """Add columns for the chunk's new keys, committed before its rows (an empty column
+        is harmless if the rows then take the careful path); returns the chunk's DOUBLE
+        columns. None, and the careful path applies, if a key is not one the fast path may
+        store as it is (columns.py), or would pass ``max_columns``, or the chunk cannot even
+        be described. Every chunk is described: a key spelled like an existing column in
+        other case must be seen."""
         table = TABLES[kind]
         try:
-            self._ensure_columns(cur, table, [])
-            query = "ingest/chunk_columns"
-            described = self.db.run(query, {"path": str(chunk.path)}).fetchall()
+            known = self._known(table)
+            described = self.db.run("ingest/chunk_columns", {"path": str(chunk.path)}).fetchall()
         except duckdb.Error:
-            return False
-        names = bulk.new_columns(described, self._columns[table])
-        if not names:
-            return False
-        cur.begin()
-        try:
-            self._ensure_columns(cur, table, names)
-            cur.commit()
-        except BaseException:
-            cur.rollback()
-            self._columns.clear()
-            raise
-        return True
+            return None
+        # a rank line's own "rank" is left out by insert_direct_ranks.sql: the file's rank
+        skip = frozenset({"rank"} if kind == "rank" else ())
+        names = bulk.new_columns(described, known, skip)
+        if names is None:
+            return None
+        room = self.max_columns - sum(map(is_metric_column, known))
+        if sum(map(is_metric_column, names)) > room:
+            return None  # the careful path fills the columns left, then the overflow map
+        for start in range(0, len(names), ALTERS_PER_TRANSACTION):
+            self._add_columns_now(table, names[start:start + ALTERS_PER_TRANSACTION])
+        known = self._known(table)  # the table's own spelling: a chunk's LOSS goes to loss
+        return [known[fold(d[0])] for d in described if d[0] not in skip | {"step", "buckets"}]
 
-    def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
+    def _known(self, table: str) -> dict[str, str]:
+        """The table's columns: {name folded as DuckDB compares them: name} (cached)."""
         if table not in self._columns:
             result = self.db.run("ingest/table_columns", {"table": table}).fetchall()
-            self._columns[table] = {r[0].lower() for r in result}
-        known = self._columns[table]
+            self._columns[table] = {fold(r[0]): r[0] for r in result}
+        return self._columns[table]
+
+    def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
+        known = self._known(table)
         for name in names:
-            if name.lower() not in known:
-                query = "ingest/add_list_column" if name == "buckets" else "ingest/add_column"
+            if fold(name) not in known:
+                query = {"buckets": "ingest/add_list_column",
+                         OVERFLOW: "ingest/add_overflow_column"}.get(name, "ingest/add_column")
                 self.db.run(query, identifiers={"table": table, "column": name})
-                known.add(name.lower())
+                known[fold(name)] = name
 
     def _insert(self, cur, query: str, table: pa.Table) -> None:
         cur.register("chunk", table)
@@ -235,14 +317,14 @@ class Store:
         records = []
         for offset, obj in events:
             step = obj.get("step")
-            if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+            if step is not None and not (type(step) is int and INT64[0] <= step <= INT64[1]):
                 problems.append(Problem(offset, "warning", f"event 'step' is not an integer "
                                         f"({step!r}); stored as NULL"))
                 step = None
             kind = str(obj.get("event", "unknown"))
             records.append({"run": state.run, "kind": kind, "step": step,
                             "elapsed_s": number(obj.get("elapsed_s")),
-                            "time": number(obj.get("time")), "data": json.dumps(obj),
+                            "time": number(obj.get("time")), "data": event_text(obj),
                             "file_id": state.file_id, "offset": offset})
             self._apply_status(state.run, kind, obj)
         schema = pa.schema([("run", pa.string()), ("kind", pa.string()), ("step", pa.int64()),
@@ -296,6 +378,30 @@ def with_attempts(rows: pa.Table, state: FileState,
 
 class _NotClean(Exception):
     """The fast path read a different number of lines than the chunk holds."""
+
+
+def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
+    """``rows`` with the columns ``names`` moved into the map column OVERFLOW (``{name:
+    value}`` of each row's non-NULL ones; NULL when it has none). Cost follows the values
+    present, not rows times names: wide logs are often sparse."""
+    row_ids, key_ids, values = [], [], []
+    index = {name: i for i, name in enumerate(rows.column_names)}  # column(name) scans them
+    for i, name in enumerate(names):
+        column = rows.column(index[name])
+        present = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False))
+        row_ids.append(present)
+        key_ids.append(np.full(len(present), i))
+        values.append(column.take(present).to_numpy(zero_copy_only=False))
+    row_id = np.concatenate(row_ids)
+    order = np.argsort(row_id, kind="stable")
+    counts = np.bincount(row_id, minlength=rows.num_rows)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
+    keys = pa.array(names, pa.string()).take(pa.array(np.concatenate(key_ids)[order]))
+    items = pa.array(np.concatenate(values)[order], pa.float64())
+    extra = pa.MapArray.from_arrays(offsets, keys, items, mask=pa.array(counts == 0))
+    moved = set(names)
+    kept = rows.select([i for i, name in enumerate(rows.column_names) if name not in moved])
+    return kept.append_column(pa.field(OVERFLOW, OVERFLOW_TYPE), extra)
 
 
 def _copy_into(state: FileState, new: FileState) -> None:

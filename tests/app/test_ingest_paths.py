@@ -60,7 +60,8 @@ def test_resume_inside_a_big_chunk(tmp_path):
     (b'{"step": 22000, "loss": "0.5"}', "warning", "not a number", True),  # DuckDB would cast
     (b"", "error", "blank line", False),
     (b'{"step": 22000, "event": "checkpoint_start"}', None, None, False),
-    (b'{"step": 22000, "loss": 0.5, "flag": true}', None, None, True),
+    (b'{"step": 22000, "loss": 0.5, "flag": true}', "warning",
+     "is a boolean (true); stored as 1.0", True),
 ])
 def test_odd_line_after_the_sample(tmp_path, bad, severity, reason, kept):
     head = [json.dumps(base(s)).encode() for s in range(1, 22_000)]
