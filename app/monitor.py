@@ -1,7 +1,7 @@
 """Wiring for one log directory: where its database lives, scratch space, the tailer.
 
     with Monitor.open(Path("runs"), settings) as mon:
-        mon.tailer.tick(discover=True)
+        mon.tailer.catch_up()   # discover and read until nothing complete is left
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def main() -> None:
         logs = Path(tmp) / "logs"
         generate(logs / "big" / "metrics.jsonl", args.lines)
         with Monitor.open(logs, settings_mod.resolve()) as monitor:
-            monitor.tailer.tick(discover=True)
+            monitor.tailer.catch_up()
             cursor = monitor.db.cursor()
             found, diagnose_s = timed(lambda: diagnose(cursor, Watch(), ["big"]))
             _, count_s = timed(lambda: cursor.execute("SELECT count(*) FROM metrics_all")

@@ -65,7 +65,7 @@ def catch_up_child(logdir: Path) -> None:
     """Runs in a child process so its peak RSS is the ingest's alone."""
     with Monitor.open(logdir, settings_mod.resolve()) as monitor:
         started = time.perf_counter()
-        rows = monitor.tailer.tick(discover=True)
+        rows = monitor.tailer.catch_up()
         elapsed = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"rows": rows, "seconds": elapsed, "peak_rss_mb": peak_mb}))

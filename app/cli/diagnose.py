@@ -83,7 +83,7 @@ def _local(logdir: Path, run: str | None, db: Path | None, settings) -> list[dic
         db = Path(scratch.name) / "cliffwatch.duckdb"
     try:
         with Monitor.open(logdir, settings, db) as monitor:
-            monitor.tailer.tick(discover=True)
+            monitor.tailer.catch_up()
             watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
             found = diagnose(monitor.db.cursor(), watch, [run] if run else None)
             return [as_dict(i) for i in found]

@@ -1,5 +1,12 @@
 """`ingest`: catch a log directory up into its database and exit (``--once``), or keep
-following it without serving (queries then need the server: use ``serve`` for both)."""
+following it without serving (queries then need the server: use ``serve`` for both).
+
+``--once`` lists what it recorded, and exits 1 if some file could not be stored (it is read
+again, from the same offset, by the next run)::
+
+    ingested 1200 rows from 3 files; 1 new ingest errors (SELECT * FROM ingest_errors)
+      error   demo/metrics.jsonl @ 8812: invalid JSON (...)
+"""
 
 from __future__ import annotations
 
@@ -8,18 +15,30 @@ from pathlib import Path
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
 
+LISTED = 20  # errors printed by --once; the rest are counted
+
 
 def ingest_once(logdir: Path, db: Path | None, settings) -> int:
     with Monitor.open(logdir, settings, db) as monitor:
         before = _errors(monitor)
-        rows = monitor.tailer.tick(discover=True)
+        rows = monitor.tailer.catch_up()
         errors = _errors(monitor) - before
         files = len(monitor.tailer.files)
         print(f"ingested {rows} rows from {files} files; {errors} new ingest errors"
               + (" (SELECT * FROM ingest_errors)" if errors else ""))
+        for file, offset, severity, reason in monitor.db.run(
+                "ingest/errors_after", {"after": before, "max_rows": LISTED}).fetchall():
+            print(f"  {severity:<7} {file} @ {offset}: {reason}")
+        if errors > LISTED:
+            print(f"  ... and {errors - LISTED} more")
         if monitor.tailer.pending_partial:
             print(f"{monitor.tailer.pending_partial} file(s) end in an unfinished line; it is "
                   "read once its newline is written")
+        failure = monitor.tailer.failure
+        if failure:
+            print(f"{failure.removesuffix('; retrying')}; not stored this time: run the same "
+                  "command again (nothing is skipped; it resumes where it stopped)")
+            return 1
     return 0
 
 

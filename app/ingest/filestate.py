@@ -4,12 +4,13 @@ A ``FileState`` mirrors one row of ``files``; the tailer changes it in memory on
 transaction that stores it has committed::
 
     FileState(file_id=3, run="demo", path="demo/metrics.jsonl", kind="metrics",
-              inode=1234, size=81920, offset=81920, attempt=1, last_step=400, lines=200)
+              inode=1234, size=81920, offset=81920, attempt=1, last_step=400, lines=200,
+              tail="9f2c...")
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass
@@ -21,7 +22,7 @@ class FileState:
     inode: int | None = None
     size: int = 0
     offset: int = 0
-    head: str | None = None
+    head: str | None = None  # hex of the first bytes
     attempt: int = 0
     last_step: int | None = None
     lines: int = 0
@@ -29,9 +30,21 @@ class FileState:
     state: str = "ok"
     crlf_reported: bool = False
     partial_reported: int | None = None
+    tail: str | None = None  # hash of the bytes just before ``offset`` (identity: follow.py)
 
     @property
     def rank(self) -> int | None:
         from app.ingest.scan import LogFile
 
         return LogFile(self.path, self.run, self.kind).rank
+
+
+def refresh(db, state: FileState) -> None:
+    """Set ``state`` to the file's row as committed. After a commit that raised, memory and
+    database may disagree: DuckDB can raise from COMMIT after the transaction became durable,
+    and reading that batch again would store its lines twice."""
+    result = db.run("ingest/file_load", {"file_id": state.file_id})
+    names = [d[0] for d in result.description]
+    row = dict(zip(names, result.fetchone(), strict=True))
+    for field in fields(FileState):
+        setattr(state, field.name, row[field.name])

@@ -1,8 +1,10 @@
-"""Finding log files under a log directory and saying which run and kind each belongs to.
+r"""Finding log files under a log directory and saying which run and kind each belongs to.
 
 ``runs/sweep3/lr1e-4/metrics.jsonl`` is ``LogFile(run="sweep3/lr1e-4", kind="metrics")``.
 Folders starting with ``.`` (the monitor's own ``.cliffwatch/``) are never looked at. Readers
-for other trainers' files plug in here by adding a name to ``KINDS``.
+for other trainers' files plug in here by adding a name to ``KINDS``. A name that is not valid
+UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``caf\xe9`` (a backslash
+escape), and read from the folder on disk (``LogFile.real``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class LogFile:
     path: str  # relative to the log directory, "/"-separated
     run: str
     kind: str  # metrics | events | rank | run_meta
+    real: str | None = None  # the path on disk, when ``path`` had to escape non-UTF-8 bytes
 
     @property
     def rank(self) -> int | None:
@@ -44,8 +47,19 @@ def classify(logdir: Path, path: Path) -> LogFile | None:
     kind = kind_of(parts[-1]) if parts else None
     if kind is None or any(p.startswith(".") for p in parts):
         return None
-    run = "/".join(parts[:-1]) or "."
-    return LogFile(rel.as_posix(), run, kind)
+    run = readable("/".join(parts[:-1]) or ".")
+    shown = readable(rel.as_posix())
+    return LogFile(shown, run, kind, None if shown == rel.as_posix() else rel.as_posix())
+
+
+def readable(name: str) -> str:
+    """``name`` as stored and shown: bytes that are not UTF-8 (which ``os.fsdecode`` turns into
+    lone surrogates, unstorable in DuckDB) written as backslash escapes (``\\xe9``)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
 
 
 def scan(logdir: Path) -> list[LogFile]:

@@ -1,11 +1,19 @@
 """The tailer: reads every tracked file from its committed offset and stores what it finds.
 
 Watchdog events only say "look now"; the tailer always decides from the file itself: its
-inode, size, first bytes and the offset stored in DuckDB. Only complete lines (ending in
-``\\n``) are consumed, so a line being written waits for its newline. One call to ``tick()``::
+inode, size, first bytes, the bytes before the offset stored in DuckDB (follow.py), opened only
+if it is a regular file inside the log directory (openfile.py). Only complete lines (ending in
+``\\n``) are consumed, so a line being written waits for its newline. One call to ``tick()``
+reads at most ``chunk_bytes`` from each file, so a burst in one run never holds up the others;
+``behind`` says a file has more to read right away::
 
     tailer = Tailer(db, Path("runs"), settings, scratch=Path("/dev/shm/cw"))
     tailer.tick(discover=True)   # -> rows ingested in this tick
+    tailer.catch_up()            # ticks until nothing complete is left unread
+
+A line the database refuses for its own content is recorded and skipped; any other failure
+(out of memory, an aborted transaction) leaves the offset where it was and the file is tried
+again with backoff (backoff.py), while the other files keep going.
 """
 
 from __future__ import annotations
@@ -15,123 +23,246 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from app.db.database import Database
-from app.ingest import bulk
-from app.ingest.filestate import FileState
-from app.ingest.parse import MAX_LINE, Parsed, Problem, excerpt, parse_lines
+from app.ingest import bulk, follow
+from app.ingest.backoff import Backoff
+from app.ingest.filestate import FileState, refresh
+from app.ingest.openfile import LogHandle, Refused, open_log
+from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt, parse_lines
 from app.ingest.scan import scan
-from app.ingest.store import Batch, Store
+from app.ingest.store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
 HEAD_BYTES = 64
+SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
+
+
+@dataclass
+class Pending:
+    """An unfinished line at a file's offset: how far its newline was searched for, so a tick
+    only reads bytes no tick has read before."""
+
+    offset: int
+    inode: int
+    since: float  # time.monotonic() when it was first seen
+    scanned_to: int  # bytes before this hold no newline
+    mtime: float
+    start: bytes  # its first bytes, for the report
 
 
 class Tailer:
     def __init__(self, db: Database, logdir: Path, settings, scratch: Path):
         self.db, self.logdir, self.settings, self.scratch = db, Path(logdir), settings, scratch
-        self.store = Store(db)
+        self.root = self.logdir.resolve()
+        self.store = Store(db, max_columns=settings.max_metric_columns)
         pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
         self.files = {f.path: f for f in self.store.load_files()}
-        self._partial: dict[str, tuple[int, float]] = {}  # path -> (offset, first seen)
+        self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
+        self.pending: dict[str, Pending] = {}
+        self.backoff = Backoff()
+        self.unsure: set[str] = set()  # keys whose last commit raised: reload before reading
+        self.dirty = False  # a failure may have left a transaction open on our cursor
         self.last_caught_up = time.time()
         self.pending_partial = 0  # files ending in an unfinished line after the last tick
+        self.behind = False  # some file had more to read than one tick's budget
+        self.bytes_read = 0  # from log files, in all (tests check that nothing is read twice)
 
     def discover(self) -> None:
+        if SCAN_KEY in self.unsure:  # a file registered by a failed call may exist after all
+            for state in self.store.load_files():
+                self.files.setdefault(state.path, state)
+            self.unsure.discard(SCAN_KEY)
         for found in scan(self.logdir):
+            if found.real is not None:
+                self.on_disk[found.path] = found.real
             if found.path not in self.files:
                 self.files[found.path] = self.store.add_file(found.run, found.path, found.kind)
 
     def tick(self, discover: bool = False) -> int:
-        """Read everything new in every file; returns rows ingested."""
+        """Read what is new in every file, up to ``chunk_bytes`` each; returns rows ingested."""
+        started, rows, caught_up, behind = time.time(), 0, True, False
         if discover:
-            self.discover()
-        started, rows, caught_up, partial = time.time(), 0, True, 0
+            caught_up = self._attempt(SCAN_KEY, self.discover) is not None
         for state in list(self.files.values()):
-            try:
-                done, added = self._follow(state)
-            except Exception:
-                log.exception("ingest of %s failed; will retry", state.path)
-                done, added = False, 0
+            outcome = self._attempt(state.path, self._follow, state)
+            done, added = outcome or (False, 0)
             rows += added
             caught_up &= done
-            partial += state.path in self._partial
+            behind |= outcome is not None and not done
         if caught_up:
             self.last_caught_up = started
-        self.pending_partial = partial
+        self.pending_partial = len(self.pending)
+        self.behind = behind
         return rows
+
+    def catch_up(self) -> int:
+        """Discover and read until nothing complete is left (files that fail are left to
+        their backoff: see ``failure``)."""
+        rows = self.tick(discover=True)
+        while self.behind:
+            rows += self.tick()
+        return rows
+
+    @property
+    def failure(self) -> str | None:
+        """One line on what is failing and being retried, or None."""
+        return self.backoff.summary()
+
+    def _attempt(self, key: str, work, *args):
+        """``work(*args)``, unless ``key`` is waiting out its backoff (then None). A failure
+        here is never a line's fault (those are recorded and skipped below it): the offset
+        stays, the file's state is read back from the database before its next try, and the
+        work is tried again later."""
+        if not self.backoff.due(key):
+            return None
+        try:
+            if self.dirty:
+                self._settle()
+            result = work(*args)
+        except Exception as exc:  # every failure is retried, none is fatal
+            self.dirty = True
+            self.unsure.add(key)
+            self.backoff.failed(key, exc)
+            return None
+        self.backoff.succeeded(key)
+        return True if result is None else result
+
+    def _settle(self) -> None:
+        """End the transaction a failure may have left open (aborted) on this thread's
+        cursor. The cursor is rolled back, never closed or dropped: with DuckDB 2.0, closing a
+        cursor whose rollback failed crashed the process (segfault) at the next BEGIN; a
+        rollback tried again once memory is free succeeds."""
+        try:
+            self.db.cursor().rollback()
+        except duckdb.TransactionException as exc:
+            if "no transaction is active" not in str(exc):
+                raise
+        self.dirty = False
 
     # ---- one file -------------------------------------------------------------------------
 
     def _follow(self, state: FileState) -> tuple[bool, int]:
-        """Catch one file up; returns (nothing complete left unread, rows written)."""
-        path = self.logdir / state.path
+        """Catch one file up by one budget; returns (nothing complete left unread, rows)."""
+        if state.path in self.unsure:
+            refresh(self.db, state)
+            self.pending.pop(state.path, None)
+            self.unsure.discard(state.path)
+        rel = self.on_disk.get(state.path, state.path)
+        if self._unchanged(state, self.logdir / rel):
+            return True, 0
+        try:
+            handle = open_log(self.root, rel)
+        except FileNotFoundError:
+            rows, renamed = self._finish_renamed(state)
+            self._vanished(state, renamed)
+            return True, rows
+        except Refused as refused:
+            self._refuse(state, refused)
+            return True, 0
+        with handle:
+            return self._read(state, handle)
+
+    def _unchanged(self, state: FileState, path: Path) -> bool:
+        """A stat says nothing new since the last look (the common case, kept cheap)."""
         try:
             info = os.stat(path)
         except FileNotFoundError:
-            self._vanished(state)
-            return True, 0
-        new, reason = self._identity(state, info, path)
-        if state.kind == "run_meta":
-            return self._read_meta(state, new, info, path), 0
-        if reason is None and info.st_size == state.offset and state.state == "ok":
-            self._check_partial(state, b"")
-            return True, 0
-        rows = 0
-        if new.offset == 0 and reason is None and state.kind in ("metrics", "rank"):
-            rows = self._whole(state, new, path, info)
-            if rows is not None:
-                return True, rows
-            rows = 0
-        while True:
-            try:
-                data = _read(path, new.offset, self.settings.chunk_bytes)
-            except FileNotFoundError:
-                return False, rows
-            except PermissionError:
-                self._unreadable(state, new)
-                return True, rows
-            end = data.rfind(b"\n") + 1
-            if end == 0:
-                return self._no_newline(state, new, data, path, reason), rows
-            rows += self._consume(state, new, data[:end], info, reason)
-            reason, new = None, copy.copy(state)
-            if len(data) < self.settings.chunk_bytes:
-                self._check_partial(state, data[end:])
-                return True, rows
+            return state.state == "deleted"  # still gone
+        except OSError:
+            return False
+        if state.state != "ok":
+            return False  # refused or back: look again (cheaply: nothing is read)
+        if info.st_ino != state.inode:
+            return False
+        pending = self.pending.get(state.path)
+        if pending is not None and pending.offset == state.offset:
+            if (info.st_size, info.st_mtime) != (pending.scanned_to, pending.mtime):
+                return False
+            self._check_partial(state, pending)
+            return True
+        return info.st_size == state.offset and info.st_mtime == state.mtime
 
-    def _identity(self, state: FileState, info: os.stat_result, path: Path):
+    def _read(self, state: FileState, handle: LogHandle) -> tuple[bool, int]:
+        rows = 0
+        if state.inode is not None and handle.info.st_ino != state.inode:
+            rows, renamed = self._finish_renamed(state)
+            if renamed:
+                self._note(state, f"file renamed to {renamed} (rotated); read to its end, "
+                                  f"{state.offset} bytes; the new file is read from its start")
+        new, reason = self._identity(state, handle)
+        if state.kind == "run_meta":
+            return self._read_meta(state, new, handle), rows
+        if reason is None and new.offset == 0 and state.kind in ("metrics", "rank"):
+            whole = self._whole(state, new, handle)
+            if whole is not None:
+                return True, rows + whole
+        pending = self._pending_at(state, new, reason)
+        if pending is not None:
+            done = self._wait_for_newline(state, handle, pending)
+            if done is not None:
+                return done, rows
+        chunk = self._chunk
+        data = self._pread(handle, new.offset, chunk)
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return self._no_newline(state, new, data, handle, reason), rows
+        rows += self._consume(state, new, data[:end], handle, reason)
+        if len(data) == chunk:
+            return False, rows  # this tick's budget for the file is spent; more may follow
+        self._remember_rest(state, handle, data[end:])
+        return True, rows
+
+    @property
+    def _chunk(self) -> int:
+        """Bytes read from one file per tick: ``chunk_bytes``, but always a whole line of the
+        longest size allowed, so the budget never splits a line that should be stored."""
+        return max(self.settings.chunk_bytes, MAX_LINE + 1)
+
+    def _pread(self, handle: LogHandle, offset: int, size: int) -> bytes:
+        data = handle.read(offset, size)
+        self.bytes_read += len(data)
+        return data
+
+    def _identity(self, state: FileState, handle: LogHandle):
         """A copy of the state to update, reset to offset 0 if the file was truncated or
         replaced; with the reason."""
         new = copy.copy(state)
         new.state = "ok"
-        reason = None
-        if state.inode is not None and info.st_ino != state.inode:
-            reason = "file_replaced"
-        elif info.st_size < state.offset:
-            reason = "file_truncated"
-        elif state.head and info.st_mtime != state.mtime and _head(path, state.head) != state.head:
-            # truncated and rewritten between two looks: same inode, but other first bytes
-            reason = "file_replaced"
+        reason = follow.change(state, handle) if state.kind != "run_meta" else None
         if reason:
-            new.offset, new.last_step, new.lines, new.head = 0, None, 0, None
+            new.offset, new.last_step, new.lines, new.head, new.tail = 0, None, 0, None, None
             new.partial_reported, new.crlf_reported = None, False
-        new.inode, new.mtime = info.st_ino, info.st_mtime
+            self.pending.pop(state.path, None)
+        new.inode, new.mtime = handle.info.st_ino, handle.info.st_mtime
         return new, reason
 
-    def _consume(self, state, new: FileState, data: bytes, info, reason) -> int:
-        base = new.offset
-        new.offset, new.size = base + len(data), info.st_size
+    def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
+        base, start = new.offset, copy.copy(new)  # the position before `data` (maybe reset)
+        new.offset, new.size = base + len(data), handle.info.st_size
         new.lines += data.count(b"\n")
+        new.tail = follow.fingerprint(handle, new.offset, data)
         if base == 0:
             new.head = data[:HEAD_BYTES].hex()
         if state.kind in ("metrics", "rank") and reason is None:
             rows = self._bulk(state, new, data)
             if rows is not None:
                 return rows
+        parsed = self._parse(state, data, base, new, reason)
+        try:
+            return self.store.commit(state, Batch(parsed, new, reason))
+        except Exception as exc:
+            if not content_error(exc):
+                raise  # says nothing about the lines: keep the offset, retry later
+            log.warning("%s: a batch could not be stored; storing it line by line", state.path)
+            return self._line_by_line(state, start, data, handle, reason)
+
+    def _parse(self, state, data: bytes, base: int, new: FileState, reason) -> Parsed:
         parsed = parse_lines(data, base, events_only=state.kind == "events")
         if state.kind == "rank" and parsed.events:
             parsed.problems += [Problem(o, "warning", "event line in a rank file; ignored",
@@ -144,45 +275,47 @@ class Tailer:
             parsed.problems.append(Problem(base, "warning", "file has CRLF (\\r\\n) line "
                                            "endings; lines are read normally"))
             new.crlf_reported = True
-        try:
-            return self.store.commit(state, Batch(parsed, new, reason))
-        except Exception:
-            if data.count(b"\n") == 1 and not parsed.rows and not parsed.events:
-                raise  # nothing line-specific to skip: a database problem; retry next tick
-            log.warning("%s: a batch could not be stored; storing it line by line", state.path)
-            return self._line_by_line(state, data, base, info, reason)
+        return parsed
 
-    def _line_by_line(self, state: FileState, data: bytes, base: int, info, reason) -> int:
-        """The backstop for a line the database refuses (a value no check foresaw): each line
-        in its own transaction, and one that still fails is recorded and skipped, so one bad
-        line never stops a file."""
-        rows, offset = 0, base
+    def _line_by_line(self, state: FileState, start: FileState, data: bytes,
+                      handle: LogHandle, reason) -> int:
+        """The backstop for a line the database refuses for what it holds (a value no check
+        foresaw): each line in its own transaction, and one refused for its content is
+        recorded and skipped, so one bad line never stops a file. Any other failure stops
+        here, with the lines before it committed, and is retried. ``start`` is the position
+        before ``data``, reset already if the file was replaced."""
+        rows, base = 0, start.offset
+        offset, before = base, start
         for raw in data.split(b"\n")[:-1]:
             line = raw + b"\n"
-            new = copy.copy(state)
-            new.offset, new.size, new.lines = offset + len(line), info.st_size, state.lines + 1
+            new = copy.copy(before)
+            new.offset, new.size = offset + len(line), handle.info.st_size
+            new.lines = before.lines + 1
+            new.tail = follow.fingerprint(handle, new.offset, data[:new.offset - base])
             if offset == 0:
                 new.head = data[:HEAD_BYTES].hex()
             parsed = parse_lines(line, offset, events_only=state.kind == "events")
             try:
                 rows += self.store.commit(state, Batch(parsed, new, reason))
             except Exception as exc:
+                if not content_error(exc):
+                    raise
                 problem = Problem(offset, "error", f"could not store this line "
                                   f"({type(exc).__name__}: {str(exc).splitlines()[0]}); skipped",
                                   excerpt(raw))
                 self.store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
-            reason, offset = None, offset + len(line)
+            before, reason, offset = state, None, offset + len(line)  # `state` is committed
         return rows
 
-    def _whole(self, state: FileState, new: FileState, path: Path, info) -> int | None:
-        chunk = bulk.whole_file(path, info.st_size)
+    def _whole(self, state: FileState, new: FileState, handle: LogHandle) -> int | None:
+        size = handle.info.st_size
+        chunk = bulk.whole_file(handle.real, size)  # the checked path, inside the log dir
         if chunk is None:
             return None
-        with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
         trial = copy.copy(new)  # `new` stays as it was if the careful path has to read it
-        trial.offset = trial.size = info.st_size
-        trial.head = head.hex()
+        trial.offset = trial.size = size
+        trial.head = handle.read(0, HEAD_BYTES).hex()
+        trial.tail = follow.fingerprint(handle, size)
         return self.store.commit_bulk(state, trial, chunk)
 
     def _bulk(self, state: FileState, new: FileState, data: bytes) -> int | None:
@@ -194,98 +327,163 @@ class Tailer:
         finally:
             chunk.close()
 
-    def _no_newline(self, state, new: FileState, data: bytes, path: Path, reason) -> bool:
-        """The unread part holds no newline: an unfinished line, or one over 1 MiB."""
-        if len(data) <= MAX_LINE:
-            if reason:  # commit the reset even though no complete line arrived yet
-                self.store.commit(state, Batch(Parsed(), new, reason))
-            self._check_partial(state, data)
+    # ---- unfinished and overlong lines ----------------------------------------------------
+
+    def _pending_at(self, state: FileState, new: FileState, reason) -> Pending | None:
+        pending = self.pending.get(state.path)
+        if pending is None or reason or (pending.offset, pending.inode) != (new.offset,
+                                                                             new.inode):
+            self.pending.pop(state.path, None)
+            return None
+        return pending
+
+    def _no_newline(self, state, new: FileState, data: bytes, handle: LogHandle,
+                    reason) -> bool:
+        """The unread part holds no newline: an unfinished line, or one over the budget."""
+        if reason or state.state != new.state:  # commit the reset even though no line came
+            self.store.commit(state, Batch(Parsed(), new, reason))
+        if not data:
+            self.pending.pop(state.path, None)
             return True
-        end = _find_newline(path, new.offset + len(data))
-        if end is None:
-            return True  # still being written; decide once its newline arrives
-        problem = Problem(new.offset, "error", f"line is {end - new.offset} bytes, over the "
-                          "1 MiB limit", excerpt(data))
-        new.offset, new.lines = end + 1, new.lines + 1
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
+        pending = Pending(state.offset, handle.info.st_ino, time.monotonic(),
+                          state.offset + len(data), handle.info.st_mtime, data[:EXCERPT])
+        self.pending[state.path] = pending
+        if len(data) == self._chunk:
+            return False  # a line longer than a read: the next tick searches on from here
+        self._check_partial(state, pending)
+        return True
+
+    def _remember_rest(self, state: FileState, handle: LogHandle, rest: bytes) -> None:
+        if not rest:
+            self.pending.pop(state.path, None)
+            return
+        self.pending[state.path] = Pending(state.offset, handle.info.st_ino, time.monotonic(),
+                                           state.offset + len(rest), handle.info.st_mtime,
+                                           rest[:EXCERPT])
+
+    def _wait_for_newline(self, state: FileState, handle: LogHandle,
+                          pending: Pending) -> bool | None:
+        """Search for the pending line's newline in bytes not searched before (at most one
+        budget per tick). Returns None when the line is complete and fits a read (read it
+        normally), else whether the file is caught up."""
+        budget = self._chunk
+        while budget > 0:
+            block = self._pread(handle, pending.scanned_to, min(budget, 1 << 20))
+            if not block:
+                break
+            budget -= len(block)
+            found = block.find(b"\n")
+            if found >= 0:
+                end = pending.scanned_to + found + 1
+                self.pending.pop(state.path, None)
+                if end - pending.offset <= self._chunk:
+                    return None  # a normal read takes it (and reports it if over 1 MiB)
+                return self._skip_long(state, handle, pending, end)
+            pending.scanned_to += len(block)
+        pending.mtime = handle.info.st_mtime
+        self._check_partial(state, pending)
+        return budget > 0
+
+    def _skip_long(self, state: FileState, handle: LogHandle, pending: Pending,
+                   end: int) -> bool:
+        new = copy.copy(state)
+        new.state, new.inode, new.mtime = "ok", handle.info.st_ino, handle.info.st_mtime
+        problem = Problem(pending.offset, "error", f"line is {end - 1 - pending.offset} bytes, "
+                          "over the 1 MiB limit", excerpt(pending.start))
+        new.offset, new.lines, new.size = end, new.lines + 1, handle.info.st_size
+        new.tail = follow.fingerprint(handle, end)
+        if pending.offset == 0:
+            new.head = pending.start[:HEAD_BYTES].hex()
+        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
         return False
 
-    def _check_partial(self, state: FileState, rest: bytes) -> None:
+    def _check_partial(self, state: FileState, pending: Pending) -> None:
         """Report an unfinished last line once it has waited too long for its newline."""
-        if not rest:
-            self._partial.pop(state.path, None)
-            return
-        offset, since = self._partial.get(state.path, (None, 0.0))
-        if offset != state.offset:
-            self._partial[state.path] = (state.offset, time.monotonic())
-            return
-        waited = time.monotonic() - since
-        if waited < self.settings.partial_line_timeout or state.partial_reported == offset:
+        waited = time.monotonic() - pending.since
+        if waited < self.settings.partial_line_timeout \
+                or state.partial_reported == pending.offset:
             return
         new = copy.copy(state)
-        new.partial_reported = offset
-        problem = Problem(offset, "error", f"unfinished line: no newline after {waited:.0f} s "
-                          "(writer crashed?); it is read if it is ever completed", excerpt(rest))
+        new.partial_reported = pending.offset
+        size = pending.scanned_to - pending.offset
+        then = (f"it is {size} bytes so far, over the 1 MiB limit, and is skipped once "
+                "complete" if size > MAX_LINE else "it is read if it is ever completed")
+        problem = Problem(pending.offset, "error", f"unfinished line: no newline after "
+                          f"{waited:.0f} s (writer crashed?); {then}", excerpt(pending.start))
         self.store.commit(state, Batch(Parsed(problems=[problem]), new))
 
-    def _read_meta(self, state: FileState, new: FileState, info, path: Path) -> bool:
-        if info.st_size == state.size and info.st_mtime == state.mtime:
+    # ---- run.json, rotation, files that are gone or refused -------------------------------
+
+    def _read_meta(self, state: FileState, new: FileState, handle: LogHandle) -> bool:
+        info, cap = handle.info, self.settings.run_json_max_bytes
+        if (state.state, info.st_size, info.st_mtime) == ("ok", state.size, state.mtime):
             return True
         new.size = new.offset = info.st_size
+        raw = handle.read(0, cap + 1)  # never more, whatever st_size says
         try:
-            meta = json.loads(path.read_bytes())
+            if len(raw) > cap:
+                raise ValueError(f"it is over {cap} bytes; raise --run-json-max-bytes to read it")
+            meta = json.loads(raw)
             if not isinstance(meta, dict):
                 raise ValueError("run.json must hold a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
             problem = Problem(0, "error", f"run.json is not usable: {exc}", "")
             self.store.commit(state, Batch(Parsed(problems=[problem]), new))
             return True
-        except OSError:
-            return False
         self.store.commit(state, Batch(Parsed(), new, meta=meta))
         return True
 
-    def _vanished(self, state: FileState) -> None:
+    def _finish_renamed(self, state: FileState) -> tuple[int, str | None]:
+        """logrotate ``create``: the file was renamed in its folder (metrics.jsonl ->
+        metrics.jsonl.1) and maybe a new one created. Lines the old inode got after the last
+        look are read from it, found by inode, before the new file starts. Returns (rows, the
+        old file's new name or None)."""
+        if state.inode is None or state.state != "ok" or state.kind == "run_meta":
+            return 0, None
+        folder, name = os.path.split(self.on_disk.get(state.path, state.path))
+        renamed = follow.find_inode(self.root / folder, state.inode, name)
+        if renamed is None:
+            return 0, None
+        try:
+            handle = open_log(self.root, os.path.join(folder, renamed))
+        except (OSError, Refused):
+            return 0, None
+        rows = 0
+        with handle:
+            if handle.info.st_ino != state.inode or follow.change(state, handle):
+                return 0, None
+            while data := self._pread(handle, state.offset, self._chunk):
+                end = data.rfind(b"\n") + 1
+                if end == 0:
+                    break  # an unfinished last line in a rotated file is never completed
+                new = copy.copy(state)
+                rows += self._consume(state, new, data[:end], handle, None)
+        return rows, renamed
+
+    def _note(self, state: FileState, reason: str) -> None:
+        problem = Problem(state.offset, "warning", reason)
+        self.store.commit(state, Batch(Parsed(problems=[problem]), copy.copy(state)))
+
+    def _vanished(self, state: FileState, renamed: str | None) -> None:
         if state.state == "deleted":
             return
         new = copy.copy(state)
         new.state = "deleted"
-        problem = Problem(state.offset, "warning", f"file deleted; {state.offset} of "
-                          f"{state.size} bytes had been read")
+        self.pending.pop(state.path, None)
+        if renamed:
+            reason = (f"file renamed to {renamed} (rotated); read to its end, {state.offset} "
+                      "bytes; a new file under the old name is read from its start")
+        else:
+            reason = f"file deleted; {state.offset} of {state.size} bytes had been read"
+        problem = Problem(state.offset, "warning", reason)
         self.store.commit(state, Batch(Parsed(problems=[problem]), new))
 
-    def _unreadable(self, state: FileState, new: FileState) -> None:
-        if state.state == "unreadable":
+    def _refuse(self, state: FileState, refused: Refused) -> None:
+        """Record once why a file is not read (no excerpt: it may not be ours to show)."""
+        self.pending.pop(state.path, None)
+        if state.state == refused.state:
             return
         new = copy.copy(state)
-        new.state = "unreadable"
-        problem = Problem(state.offset, "error", "cannot read the file: permission denied; "
-                          "fix its permissions and cliffwatch reads it on the next scan")
+        new.state = refused.state
+        problem = Problem(state.offset, refused.severity, refused.message)
         self.store.commit(state, Batch(Parsed(problems=[problem]), new))
-
-
-def _read(path: Path, offset: int, size: int) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        return handle.read(size)
-
-
-def _head(path: Path, stored: str) -> str | None:
-    """The file's first bytes as hex, as many as were stored when it was first read."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(len(stored) // 2).hex()
-    except OSError:
-        return None
-
-
-def _find_newline(path: Path, start: int, block: int = 1 << 20) -> int | None:
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        pos = start
-        while chunk := handle.read(block):
-            found = chunk.find(b"\n")
-            if found >= 0:
-                return pos + found
-            pos += len(chunk)
-    return None

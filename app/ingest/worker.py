@@ -3,7 +3,10 @@
 Events are hints only. The worker also scans the whole log directory at start and every
 ``scan_interval`` seconds, and ticks every ``tick_interval`` seconds even when no event came,
 so a missed or coalesced inotify event (or a network filesystem with ``--poll``) only delays a
-line, never loses it.
+line, never loses it. When a file had more than one tick's budget to read, the next tick starts
+at once. ``failure`` says what is failing and being retried (None when healthy)::
+
+    "ingest of demo/metrics.jsonl failing for 12 s: OutOfMemoryException: ...; retrying"
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
+from app.ingest.backoff import describe
 from app.ingest.tail import Tailer
 
 log = logging.getLogger("cliffwatch.ingest")
@@ -45,9 +49,12 @@ class IngestWorker:
         self.thread = threading.Thread(target=self._loop, name="cliffwatch-ingest", daemon=True)
         self.ticks = 0
         self.listeners: list = []  # called (in this thread) after a tick that stored rows
+        self.tick_error: str | None = None  # a tick that failed outside any one file
 
     def start(self) -> None:
-        self.tailer.tick(discover=True)  # catch up before serving anything
+        self.tailer.tick(discover=True)  # catch up (one budget per file) before serving
+        if self.tailer.behind:
+            self.wake.set()
         self.observer.schedule(_Wake(self), str(self.logdir), recursive=True)
         self.observer.start()
         self.thread.start()
@@ -58,6 +65,13 @@ class IngestWorker:
         self.observer.stop()
         self.thread.join(timeout=10)
         self.observer.join(timeout=5)
+
+    @property
+    def failure(self) -> str | None:
+        """One line on what ingest is failing at and retrying, or None when healthy."""
+        if self.tick_error is not None:
+            return self.tick_error
+        return self.tailer.failure
 
     def lag_s(self) -> float:
         """Seconds since the last moment everything complete on disk was ingested."""
@@ -75,11 +89,21 @@ class IngestWorker:
             if discover:
                 self.rescan.clear()
                 next_scan = time.monotonic() + self.settings.scan_interval
-            try:
-                rows = self.tailer.tick(discover=discover)
-            except Exception:
-                log.exception("ingest tick failed; retrying")
-                rows = 0
+            rows = self._tick(discover)
             self.ticks += 1
+            if self.tailer.behind:
+                self.wake.set()  # a file has more to read: no pause before the next tick
             for listener in self.listeners if rows else ():
                 listener()
+
+    def _tick(self, discover: bool) -> int:
+        """One tick; a failure outside any one file is logged once per episode, not per tick."""
+        try:
+            rows = self.tailer.tick(discover=discover)
+        except Exception as exc:  # the thread must go on
+            if self.tick_error is None:
+                log.exception("ingest tick failed; retrying every tick")
+            self.tick_error = f"ingest tick failing: {describe(exc)}; retrying"
+            return 0
+        self.tick_error = None
+        return rows

@@ -85,7 +85,7 @@ async def health(request: Request) -> Response:
     def work():
         state = current()
         row = records(named("health"))[0]
-        failure = getattr(state.worker, "failure", None)
+        failure = state.worker.failure
         return {**row, "ingest_lag_s": round(state.worker.lag_s(), 3),
                 "unfinished_lines": state.worker.tailer.pending_partial,
                 "ingest": "failing" if failure else "ok", "ingest_error": failure,

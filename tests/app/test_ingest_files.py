@@ -1,0 +1,219 @@
+"""Odd files in the log directory: names that are not UTF-8, FIFOs, devices, links out of the
+log directory, link loops, lines that never end. Each is read or reported once, nothing hangs,
+nothing outside the log directory is read, and the other runs keep arriving."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.ingest.parse import MAX_LINE
+from tests.app.test_ingest_bad_input import GOOD_AFTER, GOOD_BEFORE, ingest, query
+from tests.conftest import ROOT
+
+SECRET = "s3cret-do-not-copy"
+
+
+def once(logs: Path, timeout: float = 60, memory: int | None = None
+         ) -> subprocess.CompletedProcess:
+    """`ingest --once` as a real process (optionally with its address space capped)."""
+    def cap():
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run([sys.executable, "-m", "app", "ingest", "--logdir", str(logs),
+                           "--once"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=cap)
+
+
+def run_folder(logs: Path, name: str | bytes, lines: bytes = GOOD_BEFORE) -> Path:
+    folder = Path(os.fsdecode(os.path.join(os.fsencode(logs), os.fsencode(name))))
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_bytes(lines)
+    return folder
+
+
+def test_folder_name_not_utf8_is_read_and_the_scan_goes_on(tmp_path):
+    logs = tmp_path / "logs"
+    run_folder(logs, "a-first")
+    run_folder(logs, b"caf\xe9", GOOD_BEFORE + GOOD_AFTER)
+    run_folder(logs, "z-later")
+    done = once(logs)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    with ingest(logs) as mon:
+        assert query(mon, "SELECT run, count(*) FROM metrics GROUP BY run ORDER BY run") == [
+            ("a-first", 1), ("caf\\xe9", 2), ("z-later", 1)]
+        with (logs / os.fsdecode(b"caf\xe9") / "metrics.jsonl").open("ab") as handle:
+            handle.write(b'{"step": 4, "loss": 0.25}\n')
+        mon.tailer.tick(discover=True)
+        assert query(mon, "SELECT max(step) FROM metrics WHERE run = 'caf\\xe9'") == [(4,)]
+
+
+def test_fifo_run_json_does_not_hang_and_is_reported_once(tmp_path):
+    logs = tmp_path / "logs"
+    fifo = run_folder(logs, "piped") / "run.json"
+    os.mkfifo(fifo)
+    os.mkfifo(run_folder(logs, "piped-metrics") / "rank0.jsonl")
+    run_folder(logs, "plain")
+    done = once(logs, timeout=20)  # today's code blocks in open() for ever
+    assert done.returncode == 0, done.stderr
+    with ingest(logs) as mon:
+        mon.tailer.tick(discover=True)
+        errors = query(mon, "SELECT file, severity, reason, excerpt FROM ingest_errors "
+                       "ORDER BY file")
+        assert [(e[0], e[1]) for e in errors] == [("piped-metrics/rank0.jsonl", "warning"),
+                                                   ("piped/run.json", "warning")]
+        assert all("not a regular file" in e[2] and not e[3] for e in errors)
+        assert query(mon, "SELECT run FROM metrics ORDER BY run") == [
+            ("piped",), ("piped-metrics",), ("plain",)]
+
+
+def test_run_json_linked_to_dev_zero_is_not_read(tmp_path):
+    logs = tmp_path / "logs"
+    os.symlink("/dev/zero", run_folder(logs, "zero") / "run.json")
+    run_folder(logs, "plain")
+    done = once(logs, timeout=60, memory=6 << 30)  # today: read until MemoryError
+    assert done.returncode == 0, done.stderr
+    assert "1 new ingest errors" in done.stdout
+    assert "zero/run.json links outside the log directory" in done.stdout
+
+
+def test_oversized_run_json_is_reported_once_not_read(tmp_path):
+    logs = tmp_path / "logs"
+    folder = run_folder(logs, "big")
+    (folder / "run.json").write_text(json.dumps({"pad": "x" * 5000}))
+    with ingest(logs, run_json_max_bytes=1000) as mon:
+        mon.tailer.tick()
+        mon.tailer.tick()
+        errors = query(mon, "SELECT file, reason FROM ingest_errors")
+        assert len(errors) == 1 and errors[0][0] == "big/run.json"
+        assert "over 1000 bytes" in errors[0][1] and "--run-json-max-bytes" in errors[0][1]
+        assert query(mon, "SELECT meta FROM runs") == [(None,)]
+
+
+def test_links_out_of_the_log_directory_are_not_followed(tmp_path):
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "passwd").write_text(f"root:x:0:0:{SECRET}:/root:/bin/bash\n" * 3)
+    (outside / "creds.json").write_text(json.dumps({"token": SECRET}))
+    (outside / "creds.json").chmod(0o600)
+    logs = tmp_path / "logs"
+    leak = logs / "leak"
+    leak.mkdir(parents=True)
+    os.symlink(outside / "passwd", leak / "metrics.jsonl")
+    os.symlink(outside / "creds.json", leak / "run.json")
+    inner = run_folder(logs, "inner", GOOD_BEFORE + GOOD_AFTER)
+    os.symlink("../inner/metrics.jsonl", run_folder(logs, "linked", b"") / "events.jsonl")
+    os.symlink(inner / "metrics.jsonl", logs / "linked" / "rank0.jsonl")  # inside: read
+    with ingest(logs) as mon:
+        mon.tailer.tick(discover=True)
+        errors = query(mon, "SELECT file, severity, reason, excerpt FROM ingest_errors "
+                       "WHERE run = 'leak' ORDER BY file")
+        assert [(e[0], e[1]) for e in errors] == [("leak/metrics.jsonl", "warning"),
+                                                   ("leak/run.json", "warning")]
+        assert all("links outside the log directory" in e[2] and not e[3] for e in errors)
+        stored = query(mon, "SELECT string_agg(coalesce(excerpt, '') || reason, ' ') FROM "
+                       "ingest_errors UNION ALL SELECT string_agg(CAST(meta AS VARCHAR), ' ') "
+                       "FROM runs")
+        assert not any(SECRET in (row[0] or "") for row in stored)
+        assert query(mon, "SELECT count(*) FROM ranks_all WHERE run = 'linked'") == [(2,)]
+
+
+def test_symlink_loop_is_reported_once_and_others_go_on(tmp_path):
+    logs = tmp_path / "logs"
+    loop = logs / "loop"
+    loop.mkdir(parents=True)
+    os.symlink("metrics.jsonl", loop / "metrics.jsonl")
+    plain = run_folder(logs, "plain")
+    with ingest(logs) as mon:
+        for _ in range(3):
+            mon.tailer.tick(discover=True)
+        with (plain / "metrics.jsonl").open("ab") as handle:
+            handle.write(GOOD_AFTER)
+        mon.tailer.tick()
+        errors = query(mon, "SELECT file, severity, reason FROM ingest_errors")
+        assert len(errors) == 1
+        assert errors[0][:2] == ("loop/metrics.jsonl", "warning")
+        assert "symlink loop" in errors[0][2]
+        assert mon.tailer.failure is None
+        assert query(mon, "SELECT step FROM metrics ORDER BY step") == [(1,), (3,)]
+
+
+def test_endless_line_is_reported_once_and_never_read_twice(tmp_path):
+    path = run_folder(tmp_path / "logs", "long") / "metrics.jsonl"
+    big = b'{"step": 2, "pad": "' + b"x" * (3 << 20)
+    with path.open("ab") as handle:
+        handle.write(big)
+    with ingest(tmp_path / "logs", partial_line_timeout=0.3) as mon:
+        time.sleep(0.4)
+        for _ in range(3):
+            mon.tailer.tick(discover=True)
+        errors = query(mon, 'SELECT "offset", severity, reason FROM ingest_errors')
+        assert len(errors) == 1
+        assert errors[0][:2] == (len(GOOD_BEFORE), "error")
+        assert "no newline" in errors[0][2] and "over the 1 MiB limit" in errors[0][2]
+        read = mon.tailer.bytes_read
+        mon.tailer.tick()
+        assert mon.tailer.bytes_read == read  # nothing new: nothing read
+        with path.open("ab") as handle:
+            handle.write(b"y" * (1 << 20))
+        mon.tailer.tick()
+        assert mon.tailer.bytes_read - read == 1 << 20  # only the new bytes are searched
+        with path.open("ab") as handle:
+            handle.write(b'"}\n' + GOOD_AFTER)
+        mon.tailer.tick()
+        assert query(mon, "SELECT step FROM metrics ORDER BY step") == [(1,), (3,)]
+        reasons = [r[0] for r in query(mon, "SELECT reason FROM ingest_errors")]
+        assert len(reasons) == 2 and "over the 1 MiB limit" in reasons[1]
+
+
+def test_a_burst_in_one_run_does_not_hold_up_the_others(tmp_path):
+    logs = tmp_path / "logs"
+    busy = run_folder(logs, "busy") / "metrics.jsonl"
+    quiet = run_folder(logs, "quiet") / "metrics.jsonl"
+    with ingest(logs, chunk_bytes=MAX_LINE + 1) as mon:  # one MiB per file per tick
+        with busy.open("a") as handle:
+            handle.write("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n"
+                                 for s in range(2, 150_000)))
+        with quiet.open("ab") as handle:
+            handle.write(GOOD_AFTER)
+        mon.tailer.tick()
+        assert query(mon, "SELECT step FROM metrics WHERE run = 'quiet' ORDER BY step") == [
+            (1,), (3,)]
+        offset = query(mon, "SELECT \"offset\" FROM files WHERE run = 'busy'")[0][0]
+        assert offset <= (1 << 20) + len(GOOD_BEFORE) < busy.stat().st_size
+        assert mon.tailer.behind
+        mon.tailer.catch_up()
+        assert not mon.tailer.behind
+        assert query(mon, "SELECT count(*) FROM metrics WHERE run = 'busy'") == [(149_999,)]
+
+
+def test_ingest_once_lists_the_errors_it_recorded(tmp_path):
+    logs = tmp_path / "logs"
+    run_folder(logs, "r", GOOD_BEFORE + b'{"step": 2, "loss": }\n' + GOOD_AFTER)
+    done = once(logs)
+    assert done.returncode == 0, done.stderr
+    assert "ingested 2 rows from 1 files; 1 new ingest errors" in done.stdout
+    assert f"error   r/metrics.jsonl @ {len(GOOD_BEFORE)}: invalid JSON" in done.stdout
+    again = once(logs)
+    assert "0 new ingest errors" in again.stdout and "@" not in again.stdout
+
+
+def test_server_starts_and_answers_beside_odd_files(tmp_path, make_server):
+    # today a FIFO run.json freezes the server (the port open, nothing answering) and a
+    # folder name that is not UTF-8 stops it from starting
+    logs = tmp_path / "logs"
+    os.mkfifo(run_folder(logs, "piped") / "run.json")
+    run_folder(logs, b"caf\xe9")
+    os.symlink("rank0.jsonl", run_folder(logs, "loop") / "rank0.jsonl")
+    server = make_server(logs)
+    rows = server.sql("SELECT run FROM metrics ORDER BY run").json()["rows"]
+    assert rows == [["caf\\xe9"], ["loop"], ["piped"]]
+    errors = server.sql("SELECT file, reason FROM ingest_errors ORDER BY file").json()["rows"]
+    assert [e[0] for e in errors] == ["loop/rank0.jsonl", "piped/run.json"]
