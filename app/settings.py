@@ -49,6 +49,16 @@ REGISTRY = [
             "and localhost); any other Host header gets 403"),
     Setting("token", "", "bearer token the server requires on /api/* and the page (required "
             "off loopback; generated when not given); the CLI sends it", secret=True),
+    Setting("rules", "", "alert rules file (default LOGDIR/alerts.toml if it exists, else the "
+            "built-in rules: stall, nonfinite, incident)"),
+    Setting("webhook", "", "Slack-style incoming webhook URL(s), comma-separated; the flag may "
+            "be repeated", secret=True),
+    Setting("webhook_format", "slack", "payload of webhook messages: slack or generic"),
+    Setting("public_url", "", "address of the dashboard that messages link to (default the "
+            "server's own)"),
+    Setting("webhook_timeout", 10.0, "seconds one webhook request may take before it is retried"),
+    Setting("webhook_give_up", 24 * 3600.0,
+            "seconds a notification is retried before it is marked expired"),
     Setting("loss_metrics", "loss,*loss*,grad_norm",
             "metrics watched for spikes (comma-separated names or globs)"),
     Setting("accuracy_metrics", "accuracy,*acc*",

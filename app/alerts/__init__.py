@@ -1,0 +1,1 @@
+"""Alert rules, their lifecycle and webhook delivery (docs/alerts.md)."""
