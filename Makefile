@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/diagnose.py
 	$(BIN)/python bench/trainer.py
+	$(BIN)/python bench/alerts.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

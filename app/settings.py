@@ -20,6 +20,8 @@ class Setting:
     default: float | int | str
     help: str
     secret: bool = False  # never printed, never in a repr
+    repeatable: bool = False  # a flag given more than once joins its values with commas
+    env_aliases: tuple[str, ...] = ()  # other environment variables read when `env` is unset
 
     @property
     def env(self) -> str:
@@ -41,9 +43,12 @@ REGISTRY = [
     Setting("partial_line_timeout", 30.0, "seconds an unfinished last line waits for its newline"),
     Setting("chunk_bytes", 64 * 1024 * 1024, "bytes read from one file per ingest transaction"),
     Setting("max_metric_columns", 1000,
-            "metric columns before further keys go to the overflow column `extra_metrics`"),
+            "metric columns per table before further keys go to the overflow column "
+            "`extra_metrics`; never more than memory_limit / 512 KiB (an insert pins a 256 KiB "
+            "block per column: 488 columns at the default 256MB)"),
     Setting("run_json_max_bytes", 1024 * 1024, "largest run.json read; bigger ones are reported"),
-    Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process"),
+    Setting("memory_limit", "256MB", "DuckDB memory limit of the monitor process; it also "
+            "caps the metric columns (memory_limit / 512 KiB, see max_metric_columns)"),
     Setting("allowed_hosts", "",
             "extra host names the server answers to, comma-separated (besides its own address "
             "and localhost); any other Host header gets 403"),
@@ -52,7 +57,8 @@ REGISTRY = [
     Setting("rules", "", "alert rules file (default LOGDIR/alerts.toml if it exists, else the "
             "built-in rules: stall, nonfinite, incident)"),
     Setting("webhook", "", "Slack-style incoming webhook URL(s), comma-separated; the flag may "
-            "be repeated", secret=True),
+            "be repeated (env also CLIFFWATCH_WEBHOOK_URL)", secret=True, repeatable=True,
+            env_aliases=("CLIFFWATCH_WEBHOOK_URL",)),
     Setting("webhook_format", "slack", "payload of webhook messages: slack or generic"),
     Setting("public_url", "", "address of the dashboard that messages link to (default the "
             "server's own)"),
@@ -94,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             dest=setting.name,
             type=type(setting.default),
             default=None,
+            action="append" if setting.repeatable else "store",
             help=f"{setting.help} (default {setting.default}, env {setting.env})",
         )
 
@@ -103,17 +110,20 @@ def resolve(args: argparse.Namespace | None = None):
     values = {}
     for setting in REGISTRY:
         value = getattr(args, setting.name, None) if args is not None else None
-        if value is None and setting.env in os.environ:
-            value = _convert(setting, os.environ[setting.env])
+        if isinstance(value, list):  # a repeatable flag: --webhook A --webhook B
+            value = ",".join(value)
+        for env in (setting.env, *setting.env_aliases):
+            if value is None and env in os.environ:
+                value = _convert(setting, os.environ[env], env)
         values[setting.name] = setting.default if value is None else value
     return Settings(**values)
 
 
-def _convert(setting: Setting, raw: str):
+def _convert(setting: Setting, raw: str, env: str):
     from app.errors import CliffwatchError
 
     try:
         return type(setting.default)(raw)
     except ValueError:
         kind = type(setting.default).__name__
-        raise CliffwatchError(f"{setting.env}={raw!r} is not a valid {kind}") from None
+        raise CliffwatchError(f"{env}={raw!r} is not a valid {kind}") from None

@@ -50,8 +50,9 @@ def redact(url: str) -> str:
     webhooks apart, not enough to post to one."""
     parts = urlsplit(url)
     path = [p for p in parts.path.split("/") if p]
-    shown = path[:2] if path and path[0] == "services" else path[:1]
+    # a one-part path may itself be the secret (an ntfy topic, a token): show none of it
+    shown = path[:2] if path and path[0] == "services" else path[:1] if len(path) > 1 else []
     tail = "/".join([*shown[:1], *(f"{p[:1]}…" for p in shown[1:2])])
     rest = "/…" if len(path) > len(shown) or parts.query else ""
     host = (parts.hostname or "?") + (f":{parts.port}" if parts.port else "")
-    return f"{parts.scheme}://{host}/{tail}{rest}"
+    return f"{parts.scheme}://{host}/{tail}{rest}".replace("//…", "/…")

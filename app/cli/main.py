@@ -1,4 +1,4 @@
-"""Command line: ``python -m app {serve,ingest,sql,replay,demo,validate}``.
+"""Command line: ``python -m app {serve,ingest,sql,replay,demo,diagnose,validate,alerts}``.
 
 Every user mistake ends as one line on stderr and exit status 2, never a traceback::
 
@@ -70,7 +70,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a run folder against log format v1")
     validate.add_argument("run_dir", type=Path)
+    _alerts_parser(sub)
     return parser
+
+
+def _alerts_parser(sub) -> None:
+    alerts = sub.add_parser("alerts", help="check rules; silences and test messages (server)")
+    action = alerts.add_subparsers(dest="action", required=True)
+    check = action.add_parser("check", help="validate a rules file (default LOGDIR/alerts.toml)")
+    check.add_argument("path", type=Path, nargs="?", help="rules file")
+    check.add_argument("--logdir", type=Path, default=Path("runs"))
+    silence = action.add_parser("silence", help="mute a rule's notifications for a while")
+    silence.add_argument("rule", help="rule name or glob, e.g. stall or 'loss-*'")
+    silence.add_argument("--run", default="*", help="glob on run names (default every run)")
+    silence.add_argument("--for", dest="duration", required=True, help="e.g. 30m, 2h, 1d")
+    silence.add_argument("--comment", help="why (shown in `alerts list`)")
+    unsilence = action.add_parser("unsilence", help="end a silence now")
+    unsilence.add_argument("id", type=int, help="the silence's number (`alerts list`)")
+    action.add_parser("test", help="send a test message to every webhook and print results")
+    listing = action.add_parser("list", help="rules, states, silences, recent notifications")
+    listing.add_argument("--json", action="store_true", help="the /api/alerts object")
+    for parser in (silence, unsilence, action.choices["test"], listing):
+        _logdir_args(parser, required=False)
+        settings_mod.add_arguments(parser)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +134,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         replay(args.src, args.dest, speed=args.speed, force=args.force)
         return 0
+    if args.command == "alerts":
+        return _alerts(args)
     if args.command == "demo":
         from app.cli.demo import demo
 
@@ -123,3 +147,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(problem)
     print(f"{args.run_dir}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
     return 1 if problems else 0
+
+
+def _alerts(args: argparse.Namespace) -> int:
+    from app.cli import alerts
+
+    if args.action == "check":
+        return alerts.check(args.path, args.logdir)
+    settings = settings_mod.resolve(args)
+    if args.action == "silence":
+        return alerts.silence(args.logdir, args.db, settings, args.rule, args.run,
+                              args.duration, args.comment)
+    if args.action == "unsilence":
+        return alerts.unsilence(args.logdir, args.db, settings, args.id)
+    if args.action == "test":
+        return alerts.send_test(args.logdir, args.db, settings)
+    return alerts.list_alerts(args.logdir, args.db, settings, args.json)

@@ -12,27 +12,23 @@ to query while a server runs.
 from __future__ import annotations
 
 import csv
-import ipaddress
-import logging
-import os
-import socket
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
+from app.cli.client import answer, answer_json, auth_headers, is_local_url, server_url
 from app.db import queries
 from app.db.database import Database
 from app.db.readonly import jsonable, run_readonly
 from app.errors import CliffwatchError
 from app.monitor import default_db
-from app.server.serve import server_file
 
 LOCAL_WAIT_S = 10.0
-log = logging.getLogger("cliffwatch.cli")
+# kept importable from here: app.cli.diagnose and tests use them
+__all__ = ["answer_json", "auth_headers", "is_local_url", "server_url", "sql_command"]
 
 
 def sql_command(text: str | None, name: str | None, params: list[str], logdir: Path,
@@ -90,92 +86,15 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
             time.sleep(0.3)
 
 
-def server_url(db_path: Path, settings) -> str | None:
-    """The URL of a live server holding this database, if any.
-
-    server.json decides where the query (and CLIFFWATCH_TOKEN) goes, so it counts only when
-    this user wrote it and nobody else can rewrite it, and only when its URL is an address of
-    this machine: a planted or edited file must not send the token elsewhere."""
-    info = server_file(db_path)
-    try:
-        if not _ours(info):
-            return None
-        url = orjson.loads(info.read_bytes())["url"]
-        if not is_local_url(url):
-            log.warning("ignoring %s: its URL %r is not an address of this machine", info, url)
-            return None
-        httpx.get(f"{url}/api/health", headers=auth_headers(settings), timeout=2.0)
-    except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
-        return None
-    return url
-
-
-def _ours(info: Path) -> bool:
-    stat = info.stat()
-    if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
-        log.warning("ignoring %s: it must belong to you and be writable by you alone", info)
-        return False
-    return True
-
-
-def is_local_url(url: str) -> bool:
-    """An http URL whose host is localhost or an IP address of this machine. Names other than
-    localhost are not resolved: DNS could send them anywhere."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if parts.scheme != "http" or not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:
-        return False
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, 0))  # succeeds only for this machine's own addresses
-        except OSError:
-            return False
-    return True
-
-
-def auth_headers(settings) -> dict[str, str]:
-    token = getattr(settings, "token", "")
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
 def _over_http(url: str, headers: dict, query: str) -> dict:
-    return _answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query},
+    return answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query},
                                            headers=headers, timeout=None))
 
 
 def _named_http(url: str, headers: dict, name: str, params: dict) -> dict:
     texts = {k: "null" if v is None else str(v) for k, v in params.items()}
-    return _answer(url, lambda: httpx.get(f"{url}/api/query/{name}", params=texts,
+    return answer(url, lambda: httpx.get(f"{url}/api/query/{name}", params=texts,
                                           headers=headers, timeout=None))
-
-
-def _answer(url: str, send) -> dict:
-    try:
-        response = send()
-    except httpx.HTTPError as exc:
-        raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
-    return answer_json(url, response)
-
-
-def answer_json(url: str, response: httpx.Response) -> dict:
-    """The JSON body of a 200 answer; any other answer as a CliffwatchError."""
-    try:
-        payload = response.json()
-    except ValueError:
-        payload = {}
-    if response.status_code == 200 and isinstance(payload, dict):
-        return payload
-    message = payload.get("error") if isinstance(payload, dict) else None
-    if response.status_code == 401:
-        message = (f"the server at {url} needs its token: set CLIFFWATCH_TOKEN (or --token) "
-                   "to the one it was started with or printed at start-up")
-    raise CliffwatchError(message or f"the server at {url} answered {response.status_code}")
 
 
 def _local(db_path: Path, logdir: Path | None, query: str | None, settings, named=None) -> dict:

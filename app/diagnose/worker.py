@@ -17,6 +17,7 @@ class DiagnosisWorker:
     def __init__(self, db, settings):
         self.live = LiveDiagnosis(db, Watch(settings.loss_metrics, settings.accuracy_metrics))
         self.wake, self.stopping = threading.Event(), False
+        self.listeners: list = []  # called (in this thread) after incidents were stored
         self.thread = threading.Thread(target=self._loop, name="cliffwatch-diagnose",
                                        daemon=True)
 
@@ -35,8 +36,11 @@ class DiagnosisWorker:
     def _loop(self) -> None:
         while not self.stopping:
             try:
-                self.live.update()
+                changed = self.live.update()
             except Exception:
                 log.exception("live diagnosis failed; retrying")
+                changed = 0
+            for listener in self.listeners if changed else ():
+                listener()
             self.wake.wait(IDLE_S)
             self.wake.clear()

@@ -6,6 +6,7 @@
     GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
     GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
     POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
+    /api/alerts...    rules, states, silences, notifications, test messages (alert_routes.py)
 """
 
 from __future__ import annotations
@@ -20,23 +21,12 @@ from app.db import queries
 from app.db.readonly import SqlResult, jsonable, run_readonly
 from app.diagnose.report import KEYS as INCIDENT_KEYS
 from app.errors import CliffwatchError
+from app.server.alert_routes import ROUTES as ALERT_ROUTES
+from app.server.endpoint import body as _body
+from app.server.endpoint import guarded as _guarded
+from app.server.endpoint import reply as _json
+from app.server.endpoint import threaded as _threaded
 from app.server.state import ADHOC_SLOTS, current
-
-
-def _json(payload, status: int = 200) -> Response:
-    return Response(orjson.dumps(payload), status_code=status, media_type="application/json")
-
-
-def _guarded(handler):
-    """Render a CliffwatchError as {"error": message}; never a traceback."""
-
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except CliffwatchError as exc:
-            return _json({"error": str(exc)}, exc.status)
-
-    return endpoint
 
 
 def records(result: SqlResult) -> list[dict]:
@@ -74,12 +64,6 @@ def named(name: str, params: dict | None = None) -> SqlResult:
                         max_bytes=state.settings.sql_max_bytes)
 
 
-async def _threaded(func, *args):
-    from starlette.concurrency import run_in_threadpool
-
-    return await run_in_threadpool(func, *args)
-
-
 @_guarded
 async def health(request: Request) -> Response:
     def work():
@@ -97,24 +81,6 @@ async def health(request: Request) -> Response:
 @_guarded
 async def runs(request: Request) -> Response:
     return _json({"runs": records(await _threaded(named, "runs"))})
-
-
-async def _body(request: Request) -> bytes:
-    """The request body, read as it arrives and refused once past ``max_request_bytes`` (a
-    100 MB POST used to be buffered whole, and then copied)."""
-    cap = current().settings.max_request_bytes
-    declared = request.headers.get("content-length", "")
-    chunks, size = [], 0
-    if not declared.isdigit() or int(declared) <= cap:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > cap:
-                break
-            chunks.append(chunk)
-    if size > cap or (declared.isdigit() and int(declared) > cap):
-        raise CliffwatchError(f"request body over {cap} bytes; send a shorter query or raise "
-                              "--max-request-bytes", status=413)
-    return b"".join(chunks)
 
 
 @_guarded
@@ -165,4 +131,5 @@ ROUTES = [
     Route("/api/sql", sql, methods=["POST"]),
     Route("/api/query/{name}", query, methods=["GET"]),
     Route("/api/incidents", incidents, methods=["GET"]),
+    *ALERT_ROUTES,
 ]

@@ -26,6 +26,10 @@ from pathlib import Path
 
 import orjson
 
+from app.alerts.delivery import DeliveryWorker
+from app.alerts.rules import load_rules
+from app.alerts.targets import targets
+from app.alerts.worker import AlertWorker
 from app.diagnose.worker import DiagnosisWorker
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
@@ -43,9 +47,13 @@ def server_file(db_path: Path) -> Path:
     return Path(db_path).parent / "server.json"
 
 
-def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard):
+def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard,
+          rules: tuple[list, str] | None = None):
     import streamlit as st
     from starlette.middleware import Middleware
+
+    rules, source = rules or load_rules(Path(settings.rules) if settings.rules else None,
+                                        logdir)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -55,7 +63,16 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
         diagnosis = DiagnosisWorker(monitor.db, settings)
         worker.listeners.append(diagnosis.poke)
         diagnosis.start()
-        state.set_current(state.ServerState(monitor, worker, settings))
+        # ingest and diagnosis only poke: rules run in their own thread, webhooks in theirs
+        delivery = DeliveryWorker(monitor.db, settings, url)
+        alerts = AlertWorker(monitor.db, rules, settings, delivery.targets,
+                             on_outbox=delivery.poke, source=source)
+        worker.listeners.append(alerts.poke)
+        diagnosis.listeners.append(alerts.poke)
+        delivery.start()
+        alerts.start()
+        state.set_current(state.ServerState(monitor, worker, settings, alerts=alerts,
+                                            delivery=delivery))
         info = server_file(db_path)
         write_server_file(info, {"pid": os.getpid(), "url": url, "logdir": str(monitor.logdir)})
         log.warning("cliffwatch serving %s at %s", monitor.logdir, url)
@@ -66,10 +83,22 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
             state.set_current(None)
             worker.stop()
             diagnosis.stop()
+            alerts.stop()
+            delivery.stop()
             monitor.close()
 
     return st.App(str(DASHBOARD), lifespan=lifespan, routes=ROUTES,
                   middleware=[Middleware(GuardMiddleware, guard=guard)])
+
+
+def check_alerts(settings, logdir: Path, url: str) -> tuple[list, str]:
+    """Rules and webhooks checked before anything starts: a mistake stops `serve` with a
+    message saying what to fix, not a traceback from inside the server."""
+    rules, source = load_rules(Path(settings.rules) if settings.rules else None, logdir)
+    DeliveryWorker(None, settings, url)  # checks --webhook-format and each URL; sends nothing
+    shown = ", ".join(t.label for t in targets(settings))
+    print(f"cliffwatch: alert rules from {source}; notifications to {shown}", file=sys.stderr)
+    return rules, source
 
 
 def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, settings) -> None:
@@ -84,13 +113,14 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     url = local_url(host, port)
     print(f"cliffwatch: watching {logdir}, database {db_path}", file=sys.stderr)
     print(f"cliffwatch settings: {describe(settings)}", file=sys.stderr)
+    rules = check_alerts(settings, logdir, url)
     if token and not settings.token:
         # generated, so the user can only learn it here (as Jupyter does)
         print(f"cliffwatch: dashboard and API at {url}/?token={token}", file=sys.stderr)
     else:
         how = " (token from --token or CLIFFWATCH_TOKEN)" if token else ""
         print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
-    app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard)
+    app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from app.alerts.delivery import DeliveryWorker
+from app.alerts.worker import AlertWorker
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
@@ -21,6 +23,8 @@ class ServerState:
     monitor: Monitor
     worker: IngestWorker
     settings: object
+    alerts: AlertWorker | None = None
+    delivery: DeliveryWorker | None = None
     # made inside the lifespan, so it belongs to the server's event loop
     adhoc_slots: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(ADHOC_SLOTS))

@@ -10,12 +10,13 @@ CREATE TABLE alert_states (
     state VARCHAR NOT NULL,           -- inactive | pending | firing | resolved
     episode INTEGER NOT NULL,         -- how many times it has fired: part of notification keys
     changed_time DOUBLE NOT NULL,     -- when `state` was entered
-    changed_step BIGINT,              -- the step that made it change (NULL for a timer)
+    changed_step BIGINT,              -- the step that made it change (a stall: the run's last)
     pending_time DOUBLE,              -- when the condition started holding
     pending_lines INTEGER NOT NULL DEFAULT 0,  -- lines it has held for
     value DOUBLE,                     -- the value that made it change
     notified_time DOUBLE,             -- last firing/repeat notification sent (not silenced)
     detail VARCHAR,                   -- JSON: what the rule saw (typical value, checkpoint, ...)
+    repeats INTEGER NOT NULL DEFAULT 0,  -- repeat notifications sent in this episode (their keys)
     PRIMARY KEY (rule, run, metric)
 );
 
@@ -35,7 +36,11 @@ CREATE TABLE alert_transitions (
 -- how far each run's lines have been judged by the rules (restart-safe, with the states)
 CREATE TABLE alert_progress (
     run VARCHAR PRIMARY KEY,
-    last_line BIGINT NOT NULL
+    last_line BIGINT NOT NULL,        -- metrics_all.line_id judged up to
+    seen TIMESTAMP,                   -- runs.last_seen when judged: a later one means new lines
+    first_time DOUBLE NOT NULL,       -- when the rules first met the run
+    history_step BIGINT               -- the run was silent long before it was met: its lines up
+                                      -- to this step are history, never alerted on (NULL: none)
 );
 
 CREATE SEQUENCE silence_ids;

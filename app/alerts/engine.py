@@ -1,0 +1,224 @@
+"""The alert rules applied to what the database holds, one pass at a time::
+
+    engine = Engine(db, rules, ["log"])
+    queued = engine.evaluate(now=time.time())   # outbox rows written by this pass
+
+A pass judges every run's new lines (one query finds the runs whose ``last_seen`` moved),
+the incidents diagnosis changed, the stalls (one query for quiet runs and the runs with a
+stall pending or firing), pending ``for`` durations, repeats and the end of silences; then it
+writes every state change, transition, notification, outbox row and the runs' progress in ONE
+transaction. Memory holds only caches of what the database says (states, progress, the
+change rules' trailing windows): a failed pass drops them and they are read again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import itertools
+import time
+from collections import deque
+
+import duckdb
+
+from app.alerts import incidents, lifecycle, lines, stall
+from app.alerts.lifecycle import Silence
+from app.alerts.state import ACTIVE, Batch, load_states
+from app.db import queries
+from app.diagnose.detect import Watch
+from app.diagnose.load import frame_of
+
+LINE_TYPES = ("threshold", "change", "nonfinite")
+HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert
+MAX_LINES = 200_000  # lines read in one pass (a catch-up goes on at once in the next)
+
+
+class Engine:
+    def __init__(self, db, rules, target_ids: list[str], watch: Watch | None = None,
+                 clock=time.time):
+        self.db, self.rules, self.target_ids = db, list(rules), list(target_ids)
+        self.watch, self.clock = watch or Watch(), clock
+        self.by_name = {r.name: r for r in self.rules}
+        self.line_rules = [r for r in self.rules if r.type in LINE_TYPES]
+        self.stall_rules = [r for r in self.rules if r.type == "stall"]
+        self.incident_rules = [r for r in self.rules if r.type == "incident"]
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every cache; the next pass reads them from the database again."""
+        cursor = self.db.cursor()
+        self.states = load_states(cursor)
+        self.active = {k for k, st in self.states.items() if st.state in ACTIVE}
+        result = queries.execute(cursor, "alerts/engine_progress_load").fetchall()
+        self.progress = {r[0]: {"last_line": r[1], "first_time": r[2], "history_step": r[3]}
+                         for r in result}
+        self.windows: dict[tuple, deque] = {}
+        self.incidents_since = None
+        self.stall = stall.StallJudge()
+        self.behind = False  # the last pass left lines unread (MAX_LINES)
+
+    def evaluate(self, now: float | None = None) -> int:
+        """One pass; returns the outbox rows it queued (0 when nothing is to be sent)."""
+        now = self.clock() if now is None else now
+        cursor = self.db.cursor()
+        batch = Batch(self.states, now)
+        cursor.begin()
+        try:
+            silences = self._silences(cursor, now)
+            self._lines(cursor, batch, silences)
+            since = self._incidents(cursor, batch, silences)
+            self._stalls(cursor, batch, silences)
+            self._timers(batch, silences)
+            queued = batch.commit(cursor, self.target_ids)
+            cursor.commit()
+        except BaseException:
+            self._undo(cursor)
+            raise
+        self._applied(batch, since)
+        return queued
+
+    def _undo(self, cursor) -> None:
+        """After a failed pass: nothing of it was written; the caches it touched (the change
+        windows) are dropped and the rest read again when the database answers."""
+        self.windows = {}
+        try:
+            cursor.rollback()
+        except duckdb.Error:
+            self.db.reset_cursor()  # an aborted transaction must not be this thread's cursor
+        with contextlib.suppress(duckdb.Error):
+            self.reset()
+
+    def _applied(self, batch: Batch, since) -> None:
+        batch.applied()
+        for key, st in batch.dirty.items():
+            (self.active.add if st.state in ACTIVE else self.active.discard)(key)
+        for run, row in batch.progress.items():
+            self.progress[run] = {k: row[k] for k in ("last_line", "first_time", "history_step")}
+        self.incidents_since = since
+
+    def _silences(self, cursor, now: float) -> list[Silence]:
+        rows = queries.execute(cursor, "alerts/engine_silences_active", {"now": now}).fetchall()
+        return [Silence(*row) for row in rows]
+
+    def _rules_for(self, rules, run: str):
+        return [r for r in rules if fnmatch.fnmatchcase(run, r.runs)]
+
+    # -- lines -------------------------------------------------------------------------
+    def _lines(self, cursor, batch: Batch, silences) -> None:
+        changed = queries.execute(cursor, "alerts/engine_changed_runs").fetchall()
+        met = []
+        for run, last_seen, last_line, first_time, history_step, last_write in changed:
+            if last_line is None:  # first meeting
+                first_time, last_line, history_step = self._meet(cursor, run, last_write,
+                                                                 batch.now)
+            met.append((run, last_seen, last_line, first_time, history_step))
+        judged = {m[0]: m[2] for m in met if self._rules_for(self.line_rules, m[0])}
+        frames, complete = self._new_lines(cursor, judged)
+        for run, last_seen, last_line, first_time, history_step in met:
+            if run in frames:
+                last_line = self._judge_run(cursor, batch, run, frames[run], last_line,
+                                            silences)
+            # a run cut short by MAX_LINES keeps no `seen`: the next pass reads on
+            seen = last_seen if complete or run not in judged else None
+            batch.progress[run] = {"run": run, "last_line": last_line, "seen": seen,
+                                   "first_time": first_time, "history_step": history_step}
+        self.behind = not complete
+
+    def _new_lines(self, cursor, afters: dict[str, int]) -> tuple[dict, bool]:
+        """{run: frame of its new lines}, and whether every new line was read."""
+        if not afters:
+            return {}, True
+        table = queries.arrow(cursor, "alerts/engine_new_lines", {
+            "runs": list(afters), "afters": list(afters.values()),
+            "min_after": min(afters.values()), "max_lines": MAX_LINES})
+        frames, names, start = {}, table["run"].to_pylist(), 0
+        for run, group in itertools.groupby(names):
+            size = sum(1 for _ in group)
+            frames[run] = frame_of(table.slice(start, size), self.watch)
+            start += size
+        return frames, table.num_rows < MAX_LINES
+
+    def _meet(self, cursor, run: str, last_write, now: float) -> tuple:
+        """(first_time, last line to judge from, history step): a run silent for
+        HISTORY_S is judged only from its next line."""
+        if last_write is not None and last_write < now - HISTORY_S:
+            last_line, last_step = queries.execute(cursor, "alerts/engine_last_line",
+                                                   {"run": run}).fetchall()[0]
+            return now, last_line, -1 if last_step is None else last_step
+        return now, -1, None
+
+    def _judge_run(self, cursor, batch: Batch, run: str, frame, after: int, silences) -> int:
+        for rule in self._rules_for(self.line_rules, run):
+            for column in lines.watched(rule, frame):
+                key = (rule.name, run, column)
+                series = self._series(cursor, rule, frame, column, key, after)
+                if series is not None:
+                    lines.judge(batch, rule, key, series, silences)
+        return int(frame["line_id"].iat[-1])
+
+    def _series(self, cursor, rule, frame, column: str, key, after: int):
+        if rule.type == "threshold":
+            return lines.threshold_series(rule, frame, column)
+        if rule.type == "nonfinite":
+            if key not in self.active and not lines.flags(frame, column).any():
+                return None  # nothing to start and nothing to resolve: no state row
+            return lines.nonfinite_series(frame, column)
+        return lines.change_series(rule, frame, column, self._window(cursor, rule, key, after))
+
+    def _window(self, cursor, rule, key, after: int) -> deque:
+        """The change rule's trailing values before this batch (from the database the first
+        time, e.g. after a restart)."""
+        if key not in self.windows and after < 0:
+            self.windows[key] = deque(maxlen=rule.window)  # nothing before the first line
+        if key not in self.windows:
+            rows = queries.execute(cursor, "alerts/engine_trailing_values",
+                                   {"run": key[1], "before": after, "n": rule.window},
+                                   identifiers={"column": key[2]}).fetchall()
+            self.windows[key] = deque((r[0] for r in reversed(rows)), maxlen=rule.window)
+        return self.windows[key]
+
+    # -- incidents ---------------------------------------------------------------------
+    def _incidents(self, cursor, batch: Batch, silences):
+        if not self.incident_rules:
+            return self.incidents_since
+        since = self.incidents_since
+        for found in incidents.changed_since(cursor, since):
+            since = found.updated_at if since is None else max(since, found.updated_at)
+            progress = batch.progress.get(found.run) or self.progress.get(found.run) or {}
+            for rule in self.incident_rules:
+                if incidents.applies(rule, found, progress.get("history_step")):
+                    incidents.judge(batch, rule, found, silences)
+        return since
+
+    # -- stalls ------------------------------------------------------------------------
+    def _stalls(self, cursor, batch: Batch, silences) -> None:
+        if not self.stall_rules:
+            return
+        quiet_s = min(min(r.min_s, r.checkpoint_budget_s) for r in self.stall_rules)
+        active = sorted({k[1] for k in self.active if self.by_name.get(k[0]) in self.stall_rules})
+        quiets = self.stall.quiet_runs(cursor, batch.now - quiet_s, active)
+        self.stall.prepare(cursor, [q for q in quiets if stall.eligible(q)])
+        for quiet in quiets:
+            for rule in self._rules_for(self.stall_rules, quiet.run):
+                budget = self.stall.budget(rule, quiet) if stall.eligible(quiet) else None
+                stall.judge(batch, rule, quiet, budget, silences)
+
+    # -- timers ------------------------------------------------------------------------
+    def _timers(self, batch: Batch, silences) -> None:
+        """Pending `for` durations, incidents that stopped growing, repeats."""
+        keys = self.active | {k for k, st in batch.dirty.items() if st.state in ACTIVE}
+        for key in sorted(keys):
+            st, rule = batch.peek(key), self.by_name.get(key[0])
+            if rule is None or st is None:
+                continue  # a rule no longer in the file: its states rest
+            if st.state == "pending" and rule.type != "stall" and rule.for_s \
+                    and lifecycle.ready(rule, st, batch.now):
+                st = batch.get(key)
+                facts = st.detail.get("pending_facts") or {"step": st.changed_step,
+                                                           "value": st.value}
+                lifecycle.fire(batch, rule, st, dict(facts), silences)
+            elif st.state == "firing" and rule.type == "incident":
+                incidents.settle(batch, rule, st, silences)
+            st = batch.peek(key)
+            if st.state == "firing":
+                lifecycle.repeat(batch, rule, st, silences)

@@ -1,0 +1,87 @@
+"""The ``incident`` rule: an incident live diagnosis stored (``incidents`` table) of the
+listed kinds fires, carrying its causes and evidence sentences.
+
+State per (rule, run, "KIND:METRIC@STEP"): one per incident, fired once. Diagnosis grows an
+incident's episode while it lasts; the alert resolves once the incident has not grown for
+``QUIET_S`` seconds (the table does not say when an episode is over).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from app.alerts import lifecycle
+from app.alerts.rules import Rule
+from app.alerts.state import Batch
+from app.db import queries
+
+QUIET_S = 60.0
+
+
+@dataclass(frozen=True)
+class Found:
+    run: str
+    kind: str
+    metric: str
+    step: int
+    end_step: int
+    value: float | None
+    baseline: float | None
+    causes: list
+    evidence: list
+    updated_at: object
+
+
+def changed_since(cursor, since) -> list[Found]:
+    result = queries.execute(cursor, "alerts/engine_incidents_since", {"since": since})
+    return [Found(*row[:7], list(row[7] or []), list(row[8] or []), row[9])
+            for row in result.fetchall()]
+
+
+def applies(rule: Rule, found: Found, history_step: int | None) -> bool:
+    if found.kind not in rule.kinds or not fnmatch.fnmatchcase(found.run, rule.runs):
+        return False
+    return history_step is None or found.step > history_step
+
+
+def judge(batch: Batch, rule: Rule, found: Found, silences) -> None:
+    key = (rule.name, found.run, f"{found.kind}:{found.metric}@{found.step}")
+    st = batch.peek(key)
+    if st is not None:  # known (also after a restart, which reads every incident again)
+        if st.detail.get("end_step") != found.end_step:  # the episode grew
+            st = batch.get(key)
+            st.detail.update(end_step=found.end_step, grown_time=batch.now)
+        return
+    st = batch.get(key)
+    lifecycle.begin(batch, st, step=found.step, value=found.value)
+    st.detail.update(step=found.step, end_step=found.end_step, grown_time=batch.now,
+                     pending_facts=facts(found))
+    fire_if_ready(batch, rule, st, found, silences)
+
+
+def fire_if_ready(batch: Batch, rule: Rule, st, found: Found, silences) -> None:
+    if st.state == "pending" and batch.now - st.pending_time >= rule.for_s:
+        lifecycle.fire(batch, rule, st, facts(found), silences)
+
+
+def facts(found: Found) -> dict:
+    first = f"; likely cause: {found.causes[0]}" if found.causes else ""
+    summary = (f"{found.kind} in {found.metric} at step {found.step}: {found.value:.4g} "
+               f"against a typical {found.baseline:.4g}{first}"
+               if found.value is not None and found.baseline is not None
+               else f"{found.kind} in {found.metric} at step {found.step}{first}")
+    return {"metric": found.metric, "step": found.step, "value": found.value,
+            "typical": found.baseline, "causes": found.causes, "evidence": found.evidence,
+            "summary": summary, "incident": found.kind, "end_step": found.end_step}
+
+
+def settle(batch: Batch, rule: Rule, st, silences) -> None:
+    """Timer: an incident that stopped growing is over."""
+    if st.state == "firing" and batch.now - st.detail.get("grown_time", 0) >= QUIET_S:
+        st = batch.get(st.key)
+        lifecycle.clear(batch, rule, st, {"step": st.detail.get("end_step"),
+                                          "summary": f"{st.metric} incident over "
+                                                     f"(last grew at step "
+                                                     f"{st.detail.get('end_step')})"},
+                        silences)

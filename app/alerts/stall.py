@@ -1,0 +1,131 @@
+"""The ``stall`` rule: no new line while the run is not finished, judged by a timer.
+
+"Last line" is the newest modification time of the run's log files as ingest last read them
+(``files.mtime``): the trainer's own write, stored in the database, so a stall that began
+before a server restart fires on time after it. The budget is ``factor`` x the run's typical
+interval between lines (median of its last 64, from the logs' own clock), never less than
+``min``; while a ``checkpoint_start`` has no ``checkpoint_end`` (and no later step was logged)
+it is ``checkpoint_budget`` and the alert names the checkpoint. A run whose last event is
+``run_end`` (status no longer ``running``) never stalls.
+
+A run already silent for an hour when the rules first met it (a finished or crashed run from
+before cliffwatch watched) is history, not a stall, until it writes again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.alerts import lifecycle
+from app.alerts.rules import Rule
+from app.alerts.state import ACTIVE, Batch
+from app.db import queries
+
+
+@dataclass(frozen=True)
+class Quiet:
+    run: str
+    status: str
+    last_write: float | None
+    last_step: int | None
+    first_time: float | None
+    history_step: int | None
+
+
+@dataclass(frozen=True)
+class Budget:
+    seconds: float
+    typical_s: float | None
+    checkpoint: dict | None  # {"step", "time", "path"} of a save still open
+
+
+class StallJudge:
+    """Per-run facts a budget needs, read for all runs that need them in one query each and
+    kept until the run writes again (a quiet run costs no query per tick)."""
+
+    def __init__(self):
+        self.known: dict[str, tuple[float | None, float | None, dict | None]] = {}
+
+    def quiet_runs(self, cursor, quiet_before: float, active: list[str]) -> list[Quiet]:
+        result = queries.execute(cursor, "alerts/engine_quiet_runs",
+                                 {"quiet_before": quiet_before, "active": active})
+        return [Quiet(*row[:6]) for row in result.fetchall()]
+
+    def prepare(self, cursor, quiets: list[Quiet]) -> None:
+        """Typical intervals and open checkpoints of the runs whose files changed since."""
+        stale = [q for q in quiets if q.run not in self.known
+                 or self.known[q.run][0] != q.last_write]
+        if not stale:
+            return
+        runs = [q.run for q in stale]
+        typical = dict(queries.execute(cursor, "alerts/engine_typical_intervals",
+                                       {"runs": runs}).fetchall())
+        saves = {row[0]: {"step": row[1], "started_time": row[2], "path": row[3]}
+                 for row in queries.execute(cursor, "alerts/engine_open_checkpoints",
+                                            {"runs": runs}).fetchall()}
+        for q in stale:
+            self.known[q.run] = (q.last_write, typical.get(q.run), saves.get(q.run))
+
+    def budget(self, rule: Rule, quiet: Quiet) -> Budget:
+        _, typical, checkpoint = self.known.get(quiet.run, (None, None, None))
+        if checkpoint is not None:
+            return Budget(rule.checkpoint_budget_s, typical, checkpoint)
+        adaptive = rule.stall_factor * typical if typical else 0.0
+        return Budget(max(rule.min_s, adaptive), typical, None)
+
+
+def eligible(quiet: Quiet) -> bool:
+    """Still running, met by the rules, and not history (or written to since it was met)."""
+    if quiet.status != "running" or quiet.last_write is None or quiet.first_time is None:
+        return False
+    return quiet.history_step is None or quiet.last_write > quiet.first_time
+
+
+def judge(batch: Batch, rule: Rule, quiet: Quiet, budget: Budget | None, silences) -> None:
+    """``budget`` is None for a run that cannot stall (not eligible)."""
+    key = (rule.name, quiet.run, "")
+    now = batch.now
+    holds = budget is not None and now - quiet.last_write > budget.seconds
+    st = batch.peek(key)
+    if not holds:
+        if st is not None and st.state in ACTIVE:
+            st = batch.get(key)
+            came_back = (quiet.last_write or 0) - st.detail.get("last_write", 0)
+            lifecycle.clear(batch, rule, st, resolved_facts(quiet, st, came_back), silences)
+        return
+    if st is not None and (st.state == "firing" or (
+            st.state == "pending" and now - st.pending_time < rule.for_s)):
+        return  # nothing changes: no copy, no write
+    st = batch.get(key)
+    if st.state not in ACTIVE:
+        lifecycle.begin(batch, st, step=quiet.last_step, value=now - quiet.last_write,
+                        since=quiet.last_write + budget.seconds)
+        st.detail["last_write"] = quiet.last_write
+    if st.state == "pending" and now - st.pending_time >= rule.for_s:
+        lifecycle.fire(batch, rule, st, firing_facts(rule, quiet, budget, now), silences)
+
+
+def firing_facts(rule: Rule, quiet: Quiet, budget: Budget, now: float) -> dict:
+    silent = now - quiet.last_write
+    point = budget.checkpoint
+    if point is not None:
+        summary = (f"checkpoint at step {point['step']} has not ended: no new line for "
+                   f"{silent:.0f} s (checkpoint budget {budget.seconds:g} s)")
+    elif budget.typical_s:
+        summary = (f"no new line for {silent:.0f} s (budget {budget.seconds:.4g} s: "
+                   f"{rule.stall_factor:g}x the typical interval {budget.typical_s:.3g} s, "
+                   f"at least {rule.min_s:g} s)")
+    else:
+        summary = f"no new line for {silent:.0f} s (budget {budget.seconds:g} s)"
+    return {"step": quiet.last_step, "value": silent, "typical": budget.typical_s,
+            "summary": summary, "checkpoint": point, "budget_s": budget.seconds,
+            "last_line_time": quiet.last_write}
+
+
+def resolved_facts(quiet: Quiet, st, came_back: float) -> dict:
+    if quiet.status != "running":
+        summary = f"run ended ({quiet.status})"
+    else:
+        summary = f"lines came back after {came_back:.0f} s of silence (step {quiet.last_step})"
+    return {"step": quiet.last_step, "value": came_back, "summary": summary,
+            "checkpoint": (st.detail.get("facts") or {}).get("checkpoint")}

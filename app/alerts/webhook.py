@@ -1,0 +1,170 @@
+"""What a notification says: Slack incoming-webhook payloads, a generic JSON object, and the
+one line the server log gets. Pure functions of a notification's facts (docs/alerts.md)::
+
+    text_line(facts) -> "[CRITICAL] nan-loss on demo: loss is NaN at step 30"
+    slack_payload(facts, key, link) -> {"text": "[CRITICAL] nan-loss on demo: ...",
+        "blocks": [{"type": "header", "text": {"type": "plain_text",
+                                               "text": "CRITICAL: nan-loss"}},
+                   {"type": "section", "text": ..., "fields": [Run, Metric, Value, Typical,
+                                                               Step, Causes, Evidence]},
+                   {"type": "section", "text": "<http://127.0.0.1:8501/?run=demo&step=30|...>"},
+                   {"type": "context", ...}]}
+    generic_payload(facts, key, link) -> {"idempotency_key": key, "rule": ..., "value": null,
+                                          "value_text": "NaN", ...}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import urlencode
+
+import orjson
+
+# Slack's limits (api.slack.com/reference/block-kit/blocks): a header's text, a field's text,
+# fields per section, a section's text; and the top-level text is cut well before 40,000.
+HEADER_MAX = 150
+FIELD_MAX = 2000
+FIELDS_MAX = 10
+SECTION_MAX = 3000
+TEXT_MAX = 3000
+
+
+def parse_facts(text) -> dict:
+    """notifications.facts as a dict ({} if it is not a JSON object)."""
+    try:
+        facts = json.loads(text)  # json, not orjson: it reads NaN and Infinity
+    except (TypeError, ValueError):
+        return {}
+    return facts if isinstance(facts, dict) else {}
+
+
+def text_line(facts: dict) -> str:
+    """The fallback line: what a phone notification and the server log show."""
+    kind = facts.get("kind")
+    severity = str(facts.get("severity") or "info").upper()
+    rule, run = facts.get("rule") or "?", facts.get("run")
+    where = f" on {run}" if run else ""
+    summary = facts.get("summary") or ""
+    if kind == "test":
+        line = f"Test message from cliffwatch{where}: {summary or 'webhook works'}"
+    elif kind == "resolved":
+        line = f"RESOLVED: [{severity}] {rule}{where}: {summary}"
+    elif kind == "repeat":
+        line = f"Still firing: [{severity}] {rule}{where}: {summary}"
+    else:
+        line = f"[{severity}] {rule}{where}: {summary}"
+    return _cut(line.rstrip(": "), TEXT_MAX)
+
+
+def link(base_url: str, facts: dict) -> str | None:
+    """The dashboard showing that run around that step, or None without a base address."""
+    if not base_url or not facts.get("run"):
+        return None
+    params = {"run": facts["run"]}
+    if facts.get("step") is not None:
+        params["step"] = facts["step"]
+    return f"{base_url.rstrip('/')}/?{urlencode(params)}"
+
+
+def number(value) -> str:
+    """A value as people read it: 6 significant digits, NaN and inf spelled out."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def body(fmt: str, facts: dict, key: str, link_url: str | None) -> bytes:
+    """The request body for ``--webhook-format`` slack or generic (NaN and inf become null in
+    JSON; the generic object keeps them readable in ``value_text``)."""
+    build = generic_payload if fmt == "generic" else slack_payload
+    return orjson.dumps(build(facts, key, link_url))
+
+
+def slack_payload(facts: dict, key: str, link_url: str | None) -> dict:
+    section = {"type": "section",
+               "text": _mrkdwn(facts.get("summary") or text_line(facts), SECTION_MAX)}
+    shown = [_mrkdwn(f"*{name}*\n{_escape(value)}", FIELD_MAX, escaped=True)
+             for name, value in fields(facts)][:FIELDS_MAX]
+    if shown:  # Slack refuses an empty list (invalid_blocks)
+        section["fields"] = shown
+    blocks = [{"type": "header", "text": {"type": "plain_text", "emoji": True,
+                                          "text": _cut(header(facts), HEADER_MAX)}}, section]
+    if link_url:
+        label = f"Open {facts.get('run')}" + (
+            f" around step {facts['step']}" if facts.get("step") is not None else "")
+        blocks.append({"type": "section", "text": _mrkdwn(
+            f"<{link_url}|{_escape(label)}>", SECTION_MAX, escaped=True)})
+    context = f"cliffwatch · {facts.get('type') or 'rule'} rule · key {key}"
+    blocks.append({"type": "context", "elements": [_mrkdwn(context, FIELD_MAX)]})
+    return {"text": text_line(facts), "blocks": blocks}
+
+
+def generic_payload(facts: dict, key: str, link_url: str | None) -> dict:
+    names = ("rule", "type", "severity", "kind", "run", "metric", "value", "typical", "step",
+             "time", "summary", "causes", "evidence", "checkpoint")
+    return {"idempotency_key": key, "text": text_line(facts),
+            "resolved": facts.get("kind") == "resolved",
+            **{name: facts.get(name) for name in names},
+            "value_text": number(facts.get("value")), "link": link_url}
+
+
+def header(facts: dict) -> str:
+    severity, rule = str(facts.get("severity") or "info").upper(), facts.get("rule") or "?"
+    return {"resolved": f"RESOLVED: {rule}", "repeat": f"Still firing - {severity}: {rule}",
+            "test": "cliffwatch test message"}.get(facts.get("kind"), f"{severity}: {rule}")
+
+
+def fields(facts: dict) -> list[tuple[str, str]]:
+    """(name, text) of each fact the message shows, in order; empty ones left out."""
+    shown = [("Run", facts.get("run")), ("Metric", facts.get("metric"))]
+    if facts.get("value") is not None or facts.get("metric"):
+        shown.append(("Value", number(facts.get("value"))))
+    shown += [("Typical value", _typical(facts.get("typical"))), ("Step", facts.get("step"))]
+    checkpoint = facts.get("checkpoint")
+    if isinstance(checkpoint, dict) and checkpoint.get("step") is not None:
+        path = f" ({checkpoint['path']})" if checkpoint.get("path") else ""
+        shown.append(("Checkpoint", f"save at step {checkpoint['step']}{path} has not ended"))
+    shown += [("Causes", _lines(facts.get("causes"), numbered=True)),
+              ("Evidence", _lines(facts.get("evidence")))]
+    return [(name, str(value)) for name, value in shown if value not in (None, "", "-")]
+
+
+def _typical(value) -> str | None:
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else number(value)
+    return str(value)
+
+
+def _lines(items, numbered: bool = False) -> str | None:
+    if not items:
+        return None
+    items = [items] if isinstance(items, str) else list(items)
+    return "\n".join(f"{i}. {item}" if numbered else f"• {item}"
+                     for i, item in enumerate(items, 1))
+
+
+def _escape(text) -> str:
+    # Slack's mrkdwn reads these three as markup: a run named <!channel> must not ping anyone
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _mrkdwn(text: str, limit: int, escaped: bool = False) -> dict:
+    text = text if escaped else _escape(text)
+    if len(text) > limit:
+        text = text[: limit - 1]
+        amp = text.rfind("&")
+        if amp >= 0 and ";" not in text[amp:]:  # never cut an &amp; in half
+            text = text[:amp]
+        text += "…"
+    return {"type": "mrkdwn", "text": text}

@@ -1,0 +1,75 @@
+"""The alert worker: a thread that applies the rules (engine.py) as soon as it is poked (new
+lines ingested, incidents stored) and at least once a second without (stalls, `for`
+durations, repeats, silences ending). It hands new outbox rows to the delivery worker by
+calling ``on_outbox``; it never waits on the network itself::
+
+    alerts = AlertWorker(db, rules, settings, targets(settings), on_outbox=delivery.poke)
+    alerts.start(); ingest.listeners.append(alerts.poke); ...; alerts.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from app.alerts.engine import Engine
+from app.diagnose.detect import Watch
+
+log = logging.getLogger("cliffwatch.alerts")
+TICK_S = 1.0  # timer-driven rules (stall) are judged at least this often
+RETRY_S = 2.0  # after a failed pass (logged once per episode)
+
+
+class AlertWorker:
+    def __init__(self, db, rules, settings, targets, on_outbox=None, clock=time.time,
+                 source: str | None = None):
+        self.db, self.rules, self.settings = db, list(rules), settings
+        self.source = source  # where the rules came from, e.g. "runs/alerts.toml (3 rules)"
+        self.target_ids = [t.id for t in targets]
+        self.on_outbox, self.clock = on_outbox, clock
+        self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+        self.engine: Engine | None = None
+        self.wake, self.stopping = threading.Event(), False
+        self.failure: str | None = None  # what is failing and being retried, None if healthy
+        self.passes = 0
+        self.thread = threading.Thread(target=self._loop, name="cliffwatch-alerts",
+                                       daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def poke(self) -> None:
+        """Something changed (called from the ingest and diagnosis threads; never blocks)."""
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.wake.set()
+        self.thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self.stopping:
+            wait = TICK_S if self._pass() else RETRY_S
+            if self.engine is not None and self.engine.behind:
+                continue  # a catch-up with more lines to read: no pause
+            self.wake.wait(wait)
+            self.wake.clear()
+
+    def _pass(self) -> bool:
+        try:
+            if self.engine is None:  # built in this thread: its cursor is this thread's
+                self.engine = Engine(self.db, self.rules, self.target_ids, self.watch,
+                                     self.clock)
+            queued = self.engine.evaluate(self.clock())
+        except Exception as exc:  # the thread must go on
+            self.engine = None  # rebuilt from the database at the next pass
+            if self.failure is None:
+                log.exception("alert rules failed; retrying")
+            self.failure = f"alert rules failing: {type(exc).__name__}: {exc}; retrying"
+            return False
+        self.failure = None
+        self.passes += 1
+        if queued and self.on_outbox is not None:
+            self.on_outbox()
+        return True

@@ -1,0 +1,100 @@
+"""Talking to the running server from the command line: finding it (server.json, trusted
+only when this user wrote it and it names this machine), sending the token, reading answers::
+
+    url = server_url(db_path, settings)      # "http://127.0.0.1:8501", or None: no server
+    answer(url, lambda: httpx.get(f"{url}/api/alerts", headers=auth_headers(settings)))
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from app.errors import CliffwatchError
+from app.server.serve import server_file
+
+log = logging.getLogger("cliffwatch.cli")
+
+
+def server_url(db_path: Path, settings) -> str | None:
+    """The URL of a live server holding this database, if any.
+
+    server.json decides where the query (and CLIFFWATCH_TOKEN) goes, so it counts only when
+    this user wrote it and nobody else can rewrite it, and only when its URL is an address of
+    this machine: a planted or edited file must not send the token elsewhere."""
+    info = server_file(db_path)
+    try:
+        if not _ours(info):
+            return None
+        url = orjson.loads(info.read_bytes())["url"]
+        if not is_local_url(url):
+            log.warning("ignoring %s: its URL %r is not an address of this machine", info, url)
+            return None
+        httpx.get(f"{url}/api/health", headers=auth_headers(settings), timeout=2.0)
+    except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
+        return None
+    return url
+
+
+def _ours(info: Path) -> bool:
+    stat = info.stat()
+    if stat.st_uid != os.getuid() or stat.st_mode & 0o022:
+        log.warning("ignoring %s: it must belong to you and be writable by you alone", info)
+        return False
+    return True
+
+
+def is_local_url(url: str) -> bool:
+    """An http URL whose host is localhost or an IP address of this machine. Names other than
+    localhost are not resolved: DNS could send them anywhere."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "http" or not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return False
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, 0))  # succeeds only for this machine's own addresses
+        except OSError:
+            return False
+    return True
+
+
+def auth_headers(settings) -> dict[str, str]:
+    token = getattr(settings, "token", "")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def answer(url: str, send) -> dict:
+    try:
+        response = send()
+    except httpx.HTTPError as exc:
+        raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
+    return answer_json(url, response)
+
+
+def answer_json(url: str, response: httpx.Response) -> dict:
+    """The JSON body of a 200 answer; any other answer as a CliffwatchError."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = {}
+    if response.status_code == 200 and isinstance(payload, dict):
+        return payload
+    message = payload.get("error") if isinstance(payload, dict) else None
+    if response.status_code == 401:
+        message = (f"the server at {url} needs its token: set CLIFFWATCH_TOKEN (or --token) "
+                   "to the one it was started with or printed at start-up")
+    raise CliffwatchError(message or f"the server at {url} answered {response.status_code}")

@@ -1,0 +1,18 @@
+-- title: Checkpoint saves still open
+-- description: For each run named, its latest checkpoint_start when no checkpoint_end came
+--   after it and no metrics line logged a later step (a save the loop is blocked in).
+-- param runs: run ids (example: ['seed-cliff'])
+WITH starts AS (
+    SELECT run, rowid AS id, step, "time", data->>'path' AS path,
+           row_number() OVER (PARTITION BY run ORDER BY rowid DESC) AS back
+    FROM events
+    WHERE list_contains($runs, run) AND kind = 'checkpoint_start'
+)
+SELECT s.run, s.step, s."time", s.path
+FROM starts AS s
+WHERE s.back = 1
+  AND NOT EXISTS (SELECT 1 FROM events AS e
+                  WHERE e.run = s.run AND e.kind = 'checkpoint_end' AND e.rowid > s.id)
+  AND (s.step IS NULL OR s.step >= coalesce(
+        (SELECT max(f.last_step) FROM files AS f WHERE f.run = s.run AND f.kind = 'metrics'),
+        s.step))
