@@ -138,4 +138,5 @@ def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
     dirs = [str(Path(d).resolve()) + "/" for d in allowed_dirs]
     queries.execute(con, "db/allow_dirs", {"dirs": dirs})
     queries.execute(con, "db/disable_external_access")
+    queries.execute(con, "db/arrow_lossless_conversion")  # ad-hoc results go through Arrow
     queries.execute(con, "db/lock_configuration")

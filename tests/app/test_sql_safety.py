@@ -10,16 +10,19 @@ the server's settings are unchanged.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
 from app.db import queries
 from app.db.database import Database
+from app.db.functions import LEFT_OUT, REFUSED_FUNCTIONS, TABLE_FUNCTIONS, check_functions
 from app.db.readonly import check_plan, run_readonly
 from app.db.statement import read_statement
 from app.errors import CliffwatchError
@@ -87,7 +90,12 @@ STATE = ("SELECT (SELECT count(*) FROM metric_rows) AS lines, "
          "current_setting('memory_limit') AS memory_limit, current_setting('threads') AS threads, "
          "current_setting('enable_external_access') AS external, "
          "current_setting('lock_configuration') AS locked, "
-         "current_setting('search_path') AS search_path")
+         "current_setting('search_path') AS search_path, "
+         "(SELECT string_agg(sequence_name || '=' || coalesce(last_value::VARCHAR, '-'), ',' "
+         "        ORDER BY sequence_name) FROM duckdb_sequences()) AS sequences, "
+         "(SELECT count(*) FROM duckdb_external_resource_types()) AS resource_types, "
+         "(SELECT count(*) FROM files) AS files, "
+         "(SELECT string_agg(status, ',' ORDER BY run) FROM runs) AS statuses")
 
 
 def write_run(logdir: Path) -> None:
@@ -140,7 +148,7 @@ def local_logs(tmp_path_factory):
 
 
 def test_server_state_is_what_start_up_left(server):
-    [[rows, runs, _tables, dbs, _memory, _threads, external, locked, _path]] = server.state()
+    [[rows, runs, _tables, dbs, _memory, _threads, external, locked, _path, *_]] = server.state()
     assert (rows, runs, external, locked) == (LINES, 1, False, True)
     assert "other" not in dbs
 
@@ -417,3 +425,146 @@ def test_timestamps_with_time_zones_are_returned(tmp_path):
         max_rows=5, time_limit=10).rows
     assert size == 3 and modified.year >= 2024
     db.close()
+
+
+def hidden(statement: str) -> str:
+    """``statement`` run by json_execute_serialized_sql on a connection of its own (issue 7
+    review, F1: it committed outside the read-only transaction and past the time limit)."""
+    return ("SELECT * FROM json_execute_serialized_sql(json_serialize_sql("
+            f"'{statement.replace(chr(39), chr(39) * 2)}'))")
+
+
+FUNCTION_ATTACKS = [
+    hidden("WITH x AS (DELETE FROM metric_rows RETURNING 1) SELECT count(*) FROM x"),
+    hidden("WITH x AS (UPDATE files SET size = 0 RETURNING 1) SELECT count(*) FROM x"),
+    hidden("WITH x AS (INSERT INTO runs (run) VALUES ('pwn') RETURNING 1) SELECT * FROM x"),
+    hidden("SELECT setval('file_ids', 2147483647)"),
+    "SELECT setval('file_ids', 2147483647)",
+    "SELECT nextval('file_ids')",
+    "SELECT * FROM destroy_external_resource('checkpoint', 'cliffwatch')",
+    "SELECT * FROM destroy_external_resource('query', 'SELECT setval(''file_ids'', 7)')",
+    "SELECT * FROM register_external_resource_type('evil', kind := 'catalog', "
+    "create_function := 'checkpoint', status_function := 'checkpoint', "
+    "destroy_function := 'checkpoint', resolve_function := 'checkpoint', "
+    "list_function := 'checkpoint')",
+    "SELECT * FROM force_checkpoint()",
+    "SELECT * FROM query('SELECT setval(''file_ids'', 7)')",
+    # hidden deeper: a CTE, a lateral join, a lambda, a scalar subquery, another spelling
+    "WITH a AS (SELECT * FROM range(2)) SELECT * FROM a, LATERAL (SELECT * FROM "
+    "\"QUERY\"('SELECT nextval(''file_ids'')'))",
+    "SELECT list_transform([1, 2], lambda v: (SELECT setval('file_ids', v)))",
+    "SELECT (SELECT x FROM system.main.json_execute_serialized_sql("
+    "json_serialize_sql('SELECT 1 AS x')))",
+    "SELECT * FROM enable_logging()",
+    "SELECT write_log('x')",
+    "PIVOT runs ON status USING count(*)",  # DuckDB cannot serialize it: refused, unchecked
+]
+
+
+@pytest.mark.parametrize("sql", FUNCTION_ATTACKS, ids=[s[:60] for s in FUNCTION_ATTACKS])
+def test_functions_that_run_sql_or_change_state_are_refused(server, sql):
+    """Issue 7 review F1/F2: a function that runs a statement of its own or changes state is
+    refused before it runs, plain and under EXPLAIN ANALYZE; rows, sequences, resource types
+    and files stay as they were."""
+    before_files, before_state = files(server.logdir, with_db=False), server.state()
+    for text in (sql, f"EXPLAIN ANALYZE {sql}"):
+        begun = time.monotonic()
+        response = server.sql(text)
+        assert response.status_code == 403, response.text
+        assert time.monotonic() - begun < TIME_LIMIT, "refused only after it ran"
+    assert files(server.logdir, with_db=False) == before_files
+    assert server.state() == before_state
+
+
+def test_every_table_function_was_reviewed():
+    """A table function a new DuckDB adds is refused until it is put on one of the lists."""
+    found = {name for (name,) in duckdb.connect().execute(
+        "SELECT DISTINCT function_name FROM duckdb_functions() "
+        "WHERE function_type IN ('table', 'table_macro')").fetchall()}
+    assert found - TABLE_FUNCTIONS - REFUSED_FUNCTIONS - LEFT_OUT == set()
+    assert not TABLE_FUNCTIONS & REFUSED_FUNCTIONS
+
+
+def test_every_named_query_passes_the_function_check():
+    cursor = duckdb.connect()
+    for name in queries.names():
+        check_functions(cursor, read_statement(queries.load(name).text()).read)
+
+
+def test_builtin_macros_call_no_refused_function():
+    """Macros expand after the parse tree is checked, so none may hide a refused function."""
+    macros = duckdb.connect().execute(
+        "SELECT function_name, macro_definition FROM duckdb_functions() "
+        "WHERE macro_definition IS NOT NULL").fetchall()
+    called = re.compile(r'"?(\w+)"?\s*\(')
+    for name, definition in macros:
+        if name in REFUSED_FUNCTIONS:  # pg_sleep calls sleep_ms, and is refused itself
+            continue
+        assert not {m.lower() for m in called.findall(definition)} & REFUSED_FUNCTIONS, name
+
+
+def test_reads_that_call_allowed_functions_still_work(server):
+    response = server.sql("SELECT count(*) FROM metrics, range(2) "
+                          "WHERE step IN (SELECT unnest(generate_series(1, 3)))")
+    assert response.status_code == 200 and response.json()["rows"] == [[6]], response.text
+    for sql in ("SUMMARIZE SELECT step FROM metrics", "SELECT * FROM duckdb_tables()",
+                "SELECT json_serialize_sql('SELECT 1') IS NOT NULL",
+                "SELECT * FROM histogram(metric_rows, step)"):
+        assert server.sql(sql).status_code == 200, sql
+
+
+def test_huge_values_are_sized_before_python_sees_them(server):
+    """Issue 7 review F3: a 40 MB list is refused as Arrow bytes, never converted to Python
+    ints holding the GIL (before: /api/health waited 0.9 s, and a 200 came 4.7 s into a 4 s
+    limit); the answer says the one value is over the cap."""
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(server.sql, "SELECT range(5000000) AS r")
+        time.sleep(0.2)
+        waits = []
+        while not answer.done():
+            begun = time.monotonic()
+            assert httpx.get(server.url + "/api/health", timeout=60).status_code == 200
+            waits.append(time.monotonic() - begun)
+            time.sleep(0.05)
+        response = answer.result()
+    body = response.json()
+    assert max(waits, default=0) < 0.4, f"/api/health waited {max(waits):.2f} s"
+    if response.status_code != 408:  # DuckDB alone may pass the limit on a slow machine
+        assert response.status_code == 200, body
+        assert body["row_count"] == 0 and body["truncated"] is True
+        assert "first row alone is over" in body["truncated_reason"]
+        assert body["elapsed_s"] < TIME_LIMIT
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT 18446744073709551616::HUGEINT AS h",
+    "SELECT sum(hash(i)) AS h FROM range(1000) AS t(i)",
+])
+def test_integers_past_64_bits_come_back_as_strings(server, local_logs, sql):
+    """Issue 7 review F5: orjson refuses them (a 500 and a traceback before)."""
+    response = server.sql(sql)
+    assert response.status_code == 200, response.text
+    [[value]] = response.json()["rows"]
+    assert isinstance(value, str) and int(value) > 2**63
+    done = run_cli("sql", sql, "--format", "json", "--logdir", str(local_logs))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)[0]["h"] == value
+
+
+def test_every_duckdb_type_comes_back_as_json(server):
+    response = server.sql("SELECT * FROM test_all_types()")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["row_count"] == 3
+    row = dict(zip(body["columns"], body["rows"][1], strict=True))
+    assert row["uhugeint"] == str(2**128 - 1) and row["hugeint"] == str(2**127 - 1)
+    assert row["ubigint"] == 2**64 - 1 and row["bigint"] == 2**63 - 1
+
+
+def test_unknown_metric_is_named_in_a_short_message(server):
+    """Issue 7 review F6: not DuckDB's Binder error listing every column."""
+    response = httpx.get(server.url + "/api/query/downsample",
+                         params={"run": "r", "metric": "oss"}, timeout=30)
+    error = response.json()["error"]
+    assert response.status_code == 400 and "has no metric 'oss'" in error, error
+    assert "Binder" not in error and "elapsed_s" not in error and len(error) < 300
