@@ -7,6 +7,7 @@ only when this user wrote it and it names this machine), sending the token, read
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -33,14 +34,63 @@ def server_url(db_path: Path, settings) -> str | None:
     try:
         if not _ours(info):
             return None
-        url = orjson.loads(info.read_bytes())["url"]
+        written = orjson.loads(info.read_bytes())
+        url = written["url"]
         if not is_local_url(url):
             log.warning("ignoring %s: its URL %r is not an address of this machine", info, url)
+            return None
+        if not listening(written["pid"], urlsplit(url).port):
+            log.warning("ignoring %s: its server (pid %s) is gone or no longer listens there "
+                        "(left by a server that was killed?)", info, written["pid"])
             return None
         httpx.get(f"{url}/api/health", headers=auth_headers(settings), timeout=2.0)
     except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
         return None
     return url
+
+
+def listening(pid: int, port: int | None) -> bool:
+    """True if process ``pid`` is alive and holds the listening socket on ``port``. A killed
+    server leaves its server.json behind, and whatever listens on that port later must not
+    get our queries and token. Where /proc cannot say (not Linux), a live pid is enough."""
+    if type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, someone else's: the /proc check below decides
+    inodes = _listening_inodes(port)
+    if inodes is None:
+        return True
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+    return False
+
+
+def _listening_inodes(port: int | None) -> set[str] | None:
+    """``socket:[INODE]`` of every TCP socket listening on ``port``, from /proc/net/tcp{,6};
+    None where those files cannot be read."""
+    found, read_any = set(), False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        read_any = True
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and port is not None and int(local.rsplit(":", 1)[1], 16) == port:
+                found.add(f"socket:[{inode}]")
+    return found if read_any else None
 
 
 def _ours(info: Path) -> bool:

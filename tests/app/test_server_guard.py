@@ -272,15 +272,23 @@ class Receiver:
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
 
 
-@pytest.mark.parametrize("case", ["group-writable", "named-host"])
+@pytest.mark.parametrize("case", ["group-writable", "named-host", "killed-server",
+                                  "pid-not-listening"])
 def test_cli_ignores_a_server_json_it_cannot_trust(tmp_path, case):
+    """A planted or edited server.json, or one a killed server left behind while something
+    else now listens on its port, gets neither the query nor the token."""
     receiver = Receiver("127.0.0.1")
     info = tmp_path / "logs" / ".cliffwatch" / "server.json"
     info.parent.mkdir(parents=True)
-    name = "127.0.0.1" if case == "group-writable" else socket.gethostname()
+    name = "127.0.0.1" if case != "named-host" else socket.gethostname()
     if case == "named-host" and not is_local_address(name):
         pytest.skip(f"{name} does not resolve to 127.0.0.1 here")
-    info.write_text(json.dumps({"pid": os.getpid(), "url": f"http://{name}:{receiver.port}",
+    bystander = subprocess.Popen(["sleep", "30"])
+    if case == "killed-server":
+        bystander.kill()
+        bystander.wait()
+    pid = bystander.pid if case in ("killed-server", "pid-not-listening") else os.getpid()
+    info.write_text(json.dumps({"pid": pid, "url": f"http://{name}:{receiver.port}",
                                 "logdir": str(tmp_path / "logs")}))
     info.chmod(0o666 if case == "group-writable" else 0o644)
     try:
@@ -288,6 +296,8 @@ def test_cli_ignores_a_server_json_it_cannot_trust(tmp_path, case):
                        env={**os.environ, "CLIFFWATCH_TOKEN": "do-not-send"})
     finally:
         receiver.http.shutdown()
+        bystander.kill()
+        bystander.wait()
     assert receiver.seen == []
     assert done.returncode == 2 and "ignoring" in done.stderr and "Traceback" not in done.stderr
 
