@@ -80,8 +80,15 @@ def settle(batch: Batch, rule: Rule, st, silences) -> None:
     """Timer: an incident that stopped growing is over."""
     if st.state == "firing" and batch.now - st.detail.get("grown_time", 0) >= QUIET_S:
         st = batch.get(st.key)
-        lifecycle.clear(batch, rule, st, {"step": st.detail.get("end_step"),
-                                          "summary": f"{st.metric} incident over "
-                                                     f"(last grew at step "
-                                                     f"{st.detail.get('end_step')})"},
-                        silences)
+        lifecycle.clear(batch, rule, st, over(st.detail), silences)
+
+
+def over(detail: dict) -> dict:
+    """The resolved message's facts, in the words of the firing one (the state's own metric
+    field is the incident's key, `spike:loss@2029`, which is no name for a reader)."""
+    first = detail.get("pending_facts") or {}
+    end = detail.get("end_step")
+    kind, metric = first.get("incident", "incident"), first.get("metric")
+    what = f"{kind} in {metric} at step {first.get('step')}"
+    return {"step": end, "metric": first.get("metric"),
+            "summary": f"{what} is over (last grew at step {end})"}

@@ -85,8 +85,8 @@ def _notify(batch: Batch, rule, st: AlertState, kind: str, facts: dict,
             "checkpoint": None, **facts}
     full["value"], full["typical"] = json_number(full["value"]), json_number(full["typical"])
     if kind == "firing":
-        st.detail["facts"] = {k: full[k] for k in ("typical", "summary", "causes", "evidence",
-                                                   "checkpoint")}
+        st.detail["facts"] = {k: full[k] for k in ("metric", "typical", "summary", "causes",
+                                                   "evidence", "checkpoint")}
     if kind in ("firing", "repeat") and not muted:
         st.notified_time = batch.now
     if kind == "repeat":

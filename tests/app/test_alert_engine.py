@@ -224,6 +224,11 @@ def test_incident_rule_carries_causes_and_evidence(bench, tmp_path):
     b.step(time.time() + 61)  # none grew for a minute: over
     assert sorted(n["kind"] for n in b.notes()) == ["firing"] * len(notes) + \
         ["resolved"] * len(notes)
+    # a resolved message names the metric and the incident as its firing message did
+    resolved = [n["facts"] for n in b.notes() if n["kind"] == "resolved"]
+    assert sorted(f["metric"] for f in resolved) == sorted(n["facts"]["metric"] for n in notes)
+    assert all(f"in {f['metric']} at step " in f["summary"] and f["summary"].endswith(")")
+               and "@" not in f["metric"] for f in resolved)
 
 
 def test_history_run_is_not_alerted_on(bench):
