@@ -10,10 +10,10 @@ calling ``on_outbox``; it never waits on the network itself::
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from app.alerts.engine import Engine
+from app.background import Background
 from app.diagnose.detect import Watch
 
 log = logging.getLogger("cliffwatch.alerts")
@@ -21,7 +21,7 @@ TICK_S = 1.0  # timer-driven rules (stall) are judged at least this often
 RETRY_S = 2.0  # after a failed pass (logged once per episode)
 
 
-class AlertWorker:
+class AlertWorker(Background):
     def __init__(self, db, rules, settings, targets, on_outbox=None, clock=time.time,
                  source: str | None = None):
         self.db, self.rules, self.settings = db, list(rules), settings
@@ -30,23 +30,9 @@ class AlertWorker:
         self.on_outbox, self.clock = on_outbox, clock
         self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
         self.engine: Engine | None = None
-        self.wake, self.stopping = threading.Event(), False
         self.failure: str | None = None  # what is failing and being retried, None if healthy
         self.passes = 0
-        self.thread = threading.Thread(target=self._loop, name="cliffwatch-alerts",
-                                       daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def poke(self) -> None:
-        """Something changed (called from the ingest and diagnosis threads; never blocks)."""
-        self.wake.set()
-
-    def stop(self) -> None:
-        self.stopping = True
-        self.wake.set()
-        self.thread.join(timeout=10)
+        super().__init__("cliffwatch-alerts")
 
     def _loop(self) -> None:
         while not self.stopping:

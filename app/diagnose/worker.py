@@ -4,8 +4,8 @@ and keeps the `incidents` table current (the alert worker reads it)."""
 from __future__ import annotations
 
 import logging
-import threading
 
+from app.background import Background
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis
 
@@ -13,25 +13,11 @@ log = logging.getLogger("cliffwatch.diagnose")
 IDLE_S = 2.0  # look again this often even without new rows (a missed wake-up costs nothing)
 
 
-class DiagnosisWorker:
+class DiagnosisWorker(Background):
     def __init__(self, db, settings):
         self.live = LiveDiagnosis(db, Watch(settings.loss_metrics, settings.accuracy_metrics))
-        self.wake, self.stopping = threading.Event(), False
         self.listeners: list = []  # called (in this thread) after incidents were stored
-        self.thread = threading.Thread(target=self._loop, name="cliffwatch-diagnose",
-                                       daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def poke(self) -> None:
-        """New rows arrived (called from the ingest thread; never blocks it)."""
-        self.wake.set()
-
-    def stop(self) -> None:
-        self.stopping = True
-        self.wake.set()
-        self.thread.join(timeout=10)
+        super().__init__("cliffwatch-diagnose")
 
     def _loop(self) -> None:
         while not self.stopping:
