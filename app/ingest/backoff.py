@@ -43,18 +43,21 @@ class Backoff:
         episode = self.failing.get(key)
         return episode is None or time.monotonic() >= episode.next_try
 
-    def failed(self, key: str, exc: BaseException) -> None:
+    def failed(self, key: str, exc: BaseException, note: str = "", soon: bool = False) -> None:
+        """Record a failure of ``key``: ``note`` is added to what health shows; ``soon`` (the
+        work will be tried smaller) keeps the first, short delay."""
         now = time.monotonic()
         episode = self.failing.get(key)
+        error = describe(exc) + (f"; {note}" if note else "")
         if episode is None:
-            episode = self.failing[key] = Episode(now, describe(exc))
+            episode = self.failing[key] = Episode(now, error)
             # a database error is expected under load; anything else is a bug worth a traceback
             log.warning("ingest of %s failing: %s; retrying with backoff", key, episode.error,
                         exc_info=not isinstance(exc, duckdb.Error))
         else:
             episode.tries += 1
-            episode.error = describe(exc)
-            episode.delay = min(episode.delay * 2, MAX_DELAY_S)
+            episode.error = error
+            episode.delay = FIRST_DELAY_S if soon else min(episode.delay * 2, MAX_DELAY_S)
         episode.next_try = now + episode.delay
 
     def succeeded(self, key: str) -> None:

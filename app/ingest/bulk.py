@@ -2,7 +2,9 @@
 
 Decoding JSON line by line in Python runs at about a fifth of ``read_json``'s speed, so a
 chunk that looks clean is inserted by ``queries/ingest/insert_direct.sql`` straight from a
-scratch copy (or, for a log read from its start, from the log itself). Clean means: no CR, no
+scratch copy. A log read from its start is copied whole by the kernel (``sendfile``) from the
+descriptor openfile.py checked, never re-opened by its name: a FIFO or a link renamed over the
+log after that check would block DuckDB's open for ever or read another file. Clean means: no CR, no
 string value, no ``true``/``false`` (DuckDB would store 1.0 without a word, where the careful
 path records a warning), and exactly one integer ``step`` per line, strictly rising. Every
 key must be its own column name (columns.py): other keys take the careful path, which maps
@@ -31,10 +33,12 @@ import numpy as np
 import orjson
 
 from app.ingest.columns import column_name, fold
+from app.ingest.openfile import LogHandle
 
 _SCANNER = ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-scan")
 STEP = re.compile(rb'"step":[ \t]*(-?\d{1,18})[ \t]*[,}]')
 MIN_BYTES = 256 * 1024  # below this the careful path is cheaper than a scratch file
+WHOLE_MAX = 512 << 20  # a bigger log is read in chunks (its copy would take that much memory)
 BLOCK = 1 << 22
 # BOOLEAN is not here: DuckDB would store true as 1.0 silently (the careful path notes it).
 NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -117,25 +121,21 @@ def _numbers_only(shape: bytes) -> bool:
 
 @dataclass
 class Chunk:
-    path: Path  # scratch copy of the lines, or the log itself when it is read whole
+    path: Path  # scratch copy of the lines (in our own private folder)
     first_step: int  # from the first line: it settles the attempt before the scan is done
     scan: Scan | Future  # a whole log is scanned while DuckDB reads it
-    scratch: bool = True
-    size: int = 0
+    whole: bool = False  # a whole log: its line count and order are checked after the insert
 
     def result(self) -> Scan:
         return self.scan.result() if isinstance(self.scan, Future) else self.scan
 
     def still_clean(self) -> bool:
-        """Clean lines, rising steps, and (for a log read in place) no growth since: then
-        DuckDB read exactly the bytes the offset will cover."""
-        scan = self.result()
-        grown = not self.scratch and self.path.stat().st_size != self.size
-        return scan.clean and not grown
+        return self.result().clean
 
     def close(self) -> None:
-        if self.scratch:
-            self.path.unlink(missing_ok=True)
+        if isinstance(self.scan, Future):
+            self.scan.result()  # the scanner may still read the copy
+        self.path.unlink(missing_ok=True)
 
 
 def _first_step(line: bytes) -> int | None:
@@ -147,29 +147,51 @@ def _first_step(line: bytes) -> int | None:
     return step if type(step) is int and "event" not in obj else None
 
 
-def whole_file(path: Path, size: int) -> Chunk | None:
-    """The log itself, when it is read from its start and ends with a newline: DuckDB reads
-    it in place, with no copy (catch-up after a restart reads logs whole)."""
-    if size < MIN_BYTES:
+def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | None:
+    """A log read from its start, when it ends with a newline: its first ``size`` bytes
+    copied by the kernel from the checked descriptor (catch-up after a restart reads logs
+    whole). Logs over ``WHOLE_MAX`` are read in chunks instead (the copy lives in memory)."""
+    if not MIN_BYTES <= size <= WHOLE_MAX or handle.read(size - 1, 1) != b"\n":
         return None
-    with open(path, "rb") as handle:
-        first = handle.readline(1 << 20)
-        handle.seek(size - 1)
-        ends_in_newline = handle.read(1) == b"\n"
-    first_step = _first_step(first)
-    if not ends_in_newline or first_step is None:
+    first = handle.read(0, 1 << 20)
+    first_step = _first_step(first[:first.find(b"\n")])
+    if first_step is None:
         return None
-    return Chunk(path, first_step, _SCANNER.submit(_scan_file, path, size), scratch=False,
-                 size=size)
+    scan = _SCANNER.submit(_scan_file, os.dup(handle.fd), size)  # beside the copy
+    fd, name = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
+    try:
+        copied = _copy(handle.fd, fd, size)
+    finally:
+        os.close(fd)
+    chunk = Chunk(Path(name), first_step, scan, whole=True)
+    if copied != size:  # truncated meanwhile: the careful path looks again
+        chunk.close()
+        return None
+    return chunk
 
 
-def _scan_file(path: Path, size: int) -> Scan:
-    """Counts are additive, so blocks need no cutting at line ends (no copies)."""
-    scan, left = Scan(steps=False), size
-    with open(path, "rb") as handle:
-        while left > 0 and scan.clean and (data := handle.read(min(BLOCK, left))):
-            left -= len(data)
+def _copy(source: int, target: int, size: int) -> int:
+    copied = 0
+    while copied < size:
+        sent = os.sendfile(target, source, copied, size - copied)
+        if sent == 0:
+            break
+        copied += sent
+    return copied
+
+
+def _scan_file(fd: int, size: int) -> Scan:
+    """Scan the first ``size`` bytes of ``fd`` (a duplicate of the checked descriptor, closed
+    here). Counts are additive, so blocks need no cutting at line ends."""
+    scan, done = Scan(steps=False), 0
+    try:
+        while done < size and scan.clean and (data := os.pread(fd, min(BLOCK, size - done),
+                                                                  done)):
+            done += len(data)
             scan.add_block(data)
+    finally:
+        os.close(fd)
+    scan.clean = scan.clean and done == size
     return scan.finish()
 
 

@@ -39,7 +39,7 @@ class Refused(Exception):  # a verdict on the file, not an error of ours
 class LogHandle:
     fd: int
     info: os.stat_result  # fstat of the opened descriptor
-    real: Path  # the resolved path that was checked and opened (DuckDB may read it in place)
+    real: Path  # the resolved path that was checked and opened (never opened again by name)
 
     def read(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset) if size > 0 else b""

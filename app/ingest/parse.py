@@ -203,16 +203,17 @@ def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
         reason = "missing 'step'" if "step" not in obj else f"'step' is not an integer ({step!r})"
         problems.append(Problem(offset, "error", reason, excerpt(raw)))
         return None
-    row, odd, seen = {"step": step}, list(notes), {"step"}
+    row, odd, seen = {"step": step}, list(notes), {"step": "step"}  # folded column -> key
     for key, value in obj.items():
         if key == "step":
             continue
         name = column_name(key)
         if fold(name) in seen:  # one column per name as DuckDB compares them (columns.py)
-            odd.append(f"key {_key(key)} goes to the same column as another key on this line "
-                       f"({_key(name)}); ignored")
+            first = seen[fold(name)]
+            odd.append(f"key {_key(key)} goes to the same column ({_key(column_name(first))}) "
+                       f"as the key {_key(first)} before it on this line; ignored")
             continue
-        seen.add(fold(name))
+        seen[fold(name)] = key
         if name == "buckets":
             ok = isinstance(value, list) and all(type(b) is int and _within(b, INT32)
                                                  for b in value)

@@ -4,7 +4,9 @@ r"""Finding log files under a log directory and saying which run and kind each b
 Folders starting with ``.`` (the monitor's own ``.cliffwatch/``) are never looked at. Readers
 for other trainers' files plug in here by adding a name to ``KINDS``. A name that is not valid
 UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``caf\xe9`` (a backslash
-escape), and read from the folder on disk (``LogFile.real``).
+escape), and read from the folder on disk (``LogFile.real``). A name with a backslash of its
+own is escaped too (the folder ``caf\xe9``, typed with a backslash, is the run ``caf\\xe9``),
+so no two folders share a name.
 """
 
 from __future__ import annotations
@@ -54,18 +56,36 @@ def classify(logdir: Path, path: Path) -> LogFile | None:
 
 def readable(name: str) -> str:
     """``name`` as stored and shown: bytes that are not UTF-8 (which ``os.fsdecode`` turns into
-    lone surrogates, unstorable in DuckDB) written as backslash escapes (``\\xe9``)."""
+    lone surrogates, unstorable in DuckDB) written as backslash escapes (``\\xe9``), after
+    doubling any backslash of the name's own; so the mapping is one to one: a stored name with
+    no backslash is the name on disk, one with a backslash was escaped."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return name
+        pass
+    else:
+        if "\\" not in name:
+            return name
+    escaped = name.replace("\\", "\\\\")
+    return escaped.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def scan(logdir: Path) -> list[LogFile]:
-    found = []
+def _leads_out(root: str, path: str) -> bool:
+    if not os.path.islink(path):
+        return False
+    real = os.path.realpath(path)
+    return real != root and not real.startswith(root.rstrip("/") + "/")
+
+
+def scan(logdir: Path, links_out: list[str] | None = None) -> list[LogFile]:
+    """The log files under ``logdir``. Folder links are not followed; those that lead out of
+    the log directory are added to ``links_out`` (as stored names) to be reported."""
+    found, root = [], os.path.realpath(logdir)
     for folder, dirs, names in os.walk(logdir):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if links_out is not None:
+            links_out += [readable(os.path.relpath(os.path.join(folder, d), logdir))
+                          for d in dirs if _leads_out(root, os.path.join(folder, d))]
         for name in sorted(names):
             item = classify(logdir, Path(folder) / name)
             if item is not None:

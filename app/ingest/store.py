@@ -51,6 +51,9 @@ class Batch:
     new_state: FileState
     reset_reason: str | None = None  # file_truncated | file_replaced: next row starts an attempt
     meta: dict | None = None  # run.json contents
+    # lines of a rotated file read after the switch (tail.py): numbered after that file's
+    # last line (``rotated`` holds its attempt and last step), not after the new file's
+    rotated: FileState | None = None
 
 
 # Errors the database raises because of a line's own content: retrying cannot help, so the
@@ -148,7 +151,8 @@ class Store:
         return Problem(offset, "warning", f"metric column limit reached (max_metric_columns="
                        f"{self.max_columns}): {len(unnoted)} key(s) kept in the map column "
                        f"{OVERFLOW} (read one as {OVERFLOW}['key']): {shown}; raise "
-                       "--max-metric-columns to give new keys their own columns")
+                       "--max-metric-columns to give new keys their own columns (the cap is "
+                       "also at most --memory-limit / 512 KiB: raise both)")
 
     def _add_columns_now(self, table: str, names: list[str]) -> None:
         """Add columns in a transaction of their own, committed before the rows."""
@@ -183,7 +187,10 @@ class Store:
 
     def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
         table_name = TABLES[state.kind]
-        rows, starts = with_attempts(batch.parsed.rows, batch.new_state, batch.reset_reason)
+        if batch.rotated is not None:
+            rows, starts = late_attempts(batch.parsed.rows, batch.rotated, batch.new_state)
+        else:
+            rows, starts = with_attempts(batch.parsed.rows, batch.new_state, batch.reset_reason)
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
         if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
@@ -242,7 +249,7 @@ class Store:
         if first != chunk.first_step:
             raise _NotClean
         new.last_step = int(last)
-        if not chunk.scratch:
+        if chunk.whole:
             new.lines = scan.lines  # a whole file, counted while DuckDB read it
         if state.kind == "metrics" and starts:
             self._insert(cur, "ingest/insert_attempts", records_table(
@@ -373,6 +380,27 @@ def with_attempts(rows: pa.Table, state: FileState,
                            "prev_step": int(prev[i]), "reason": "step_back"})
     state.attempt = int(attempts[-1])
     state.last_step = int(steps[-1])
+    return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
+
+
+def late_attempts(rows: pa.Table, old: FileState, new: FileState) -> tuple[pa.Table, list[dict]]:
+    """Attempts of lines a rotated file got after the switch to the new file: while their
+    steps rise from the old file's last one they belong to its attempt (so the new file's
+    attempt, if it began later, still cuts them off correctly); a step back starts an attempt
+    numbered after every one the file has (``new.attempt``). Moves ``old`` past the rows."""
+    steps = rows.column("step").to_numpy()
+    prev = np.empty_like(steps)
+    prev[1:] = steps[:-1]
+    prev[0] = old.last_step if old.last_step is not None else 0
+    starts_mask = steps <= prev
+    starts_mask[0] |= old.last_step is None
+    later = np.cumsum(starts_mask, dtype=np.int64)
+    attempts = np.where(later == 0, old.attempt, new.attempt + later)
+    starts = [{"attempt": int(attempts[i]), "start_step": int(steps[i]),
+               "prev_step": int(prev[i]) if i or old.last_step is not None else None,
+               "reason": "step_back"} for i in np.flatnonzero(starts_mask)]
+    new.attempt += int(later[-1])
+    old.attempt, old.last_step = int(attempts[-1]), int(steps[-1])
     return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
 
 

@@ -13,7 +13,9 @@ reads at most ``chunk_bytes`` from each file, so a burst in one run never holds 
 
 A line the database refuses for its own content is recorded and skipped; any other failure
 (out of memory, an aborted transaction) leaves the offset where it was and the file is tried
-again with backoff (backoff.py), while the other files keep going.
+again with backoff (backoff.py), while the other files keep going. After running out of memory
+a file is tried again with half the bytes (down to one line), so it progresses whenever
+anything fits; a database DuckDB has invalidated stops ingest until a restart (``failure``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import duckdb
 import pyarrow as pa
 
 from app.db.database import Database
-from app.ingest import bulk, follow
-from app.ingest.backoff import Backoff
+from app.ingest import bulk, follow, memory
+from app.ingest.backoff import Backoff, describe
 from app.ingest.filestate import FileState, refresh
 from app.ingest.openfile import LogHandle, Refused, open_log
 from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt, parse_lines
@@ -40,6 +42,7 @@ from app.ingest.store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
 HEAD_BYTES = 64
+ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long
 SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
 
 
@@ -56,15 +59,29 @@ class Pending:
     start: bytes  # its first bytes, for the report
 
 
+@dataclass
+class Rotated:
+    """A file renamed away by logrotate ``create``: the trainer may still write to it
+    through its open handle after the tailer switched to the new file (like Fluent Bit's
+    Rotate_Wait). ``old`` is its position, attempt and last step (never stored in ``files``)."""
+
+    rel: str  # its new name, relative to the log directory
+    old: FileState
+    grew: float  # time.monotonic() it last grew (or was renamed)
+
+
 class Tailer:
     def __init__(self, db: Database, logdir: Path, settings, scratch: Path):
         self.db, self.logdir, self.settings, self.scratch = db, Path(logdir), settings, scratch
         self.root = self.logdir.resolve()
-        self.store = Store(db, max_columns=settings.max_metric_columns)
+        room = memory.column_room(settings.memory_limit)
+        self.store = Store(db, max_columns=min(settings.max_metric_columns, room or 1 << 30))
         pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
         self.files = {f.path: f for f in self.store.load_files()}
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}
+        self.rotated: dict[str, Rotated] = {}  # tracked path -> its file before the rotation
+        self.links_noted: set[str] = set()  # folder links out of the log directory, reported
         self.backoff = Backoff()
         self.unsure: set[str] = set()  # keys whose last commit raised: reload before reading
         self.dirty = False  # a failure may have left a transaction open on our cursor
@@ -72,21 +89,33 @@ class Tailer:
         self.pending_partial = 0  # files ending in an unfinished line after the last tick
         self.behind = False  # some file had more to read than one tick's budget
         self.bytes_read = 0  # from log files, in all (tests check that nothing is read twice)
+        self.tried: dict[str, int] = {}  # path -> bytes of the batch last tried
+        self.shrunk: dict[str, int] = {}  # path -> bytes read per tick after out-of-memory
+        self.fatal: str | None = None  # the database was invalidated: nothing works until restart
 
     def discover(self) -> None:
         if SCAN_KEY in self.unsure:  # a file registered by a failed call may exist after all
             for state in self.store.load_files():
                 self.files.setdefault(state.path, state)
             self.unsure.discard(SCAN_KEY)
-        for found in scan(self.logdir):
+        links_out: list[str] = []
+        for found in scan(self.logdir, links_out):
             if found.real is not None:
                 self.on_disk[found.path] = found.real
             if found.path not in self.files:
                 self.files[found.path] = self.store.add_file(found.run, found.path, found.kind)
+        for link in set(links_out) - self.links_noted:
+            self.db.run("ingest/note_once", {"run": link, "file": link, "reason": (
+                f"{link} is a folder link that leads outside the log directory; it is not "
+                "read (copy or move the run folder into the log directory to monitor it)")})
+            self.links_noted.add(link)
 
     def tick(self, discover: bool = False) -> int:
         """Read what is new in every file, up to ``chunk_bytes`` each; returns rows ingested."""
         started, rows, caught_up, behind = time.time(), 0, True, False
+        if self.fatal:
+            self.behind = False
+            return 0  # every statement would fail: `failure` says to restart
         if discover:
             caught_up = self._attempt(SCAN_KEY, self.discover) is not None
         for state in list(self.files.values()):
@@ -112,7 +141,7 @@ class Tailer:
     @property
     def failure(self) -> str | None:
         """One line on what is failing and being retried, or None."""
-        return self.backoff.summary()
+        return self.fatal or self.backoff.summary()
 
     def _attempt(self, key: str, work, *args):
         """``work(*args)``, unless ``key`` is waiting out its backoff (then None). A failure
@@ -128,10 +157,33 @@ class Tailer:
         except Exception as exc:  # every failure is retried, none is fatal
             self.dirty = True
             self.unsure.add(key)
-            self.backoff.failed(key, exc)
+            self._failed(key, exc)
             return None
         self.backoff.succeeded(key)
+        self.tried.pop(key, None)
+        if key in self.shrunk:  # it fit: try a bigger batch next time
+            self.shrunk[key] *= 2
+            if self.shrunk[key] >= self._chunk:
+                del self.shrunk[key]
         return True if result is None else result
+
+    def _failed(self, key: str, exc: Exception) -> None:
+        if memory.fatal(exc):
+            if self.fatal is None:
+                log.error("ingest stopped: %s; restart the server", describe(exc))
+            self.fatal = (f"ingest failing: the database was invalidated ({describe(exc)}); "
+                          "restart the server (lines not stored yet are read then)")
+            return
+        if not memory.out_of_memory(exc) or key not in self.tried:
+            self.backoff.failed(key, exc)
+            return
+        tried = self.tried.pop(key)
+        if tried <= 1:  # one line already
+            self.backoff.failed(key, exc, note="a single line of this file does not fit in "
+                                "the memory limit: raise --memory-limit")
+            return
+        self.shrunk[key] = max(1, tried // 2)
+        self.backoff.failed(key, exc, note="retrying with a smaller batch", soon=True)
 
     def _settle(self) -> None:
         """End the transaction a failure may have left open (aborted) on this thread's
@@ -153,20 +205,22 @@ class Tailer:
             refresh(self.db, state)
             self.pending.pop(state.path, None)
             self.unsure.discard(state.path)
+        late = self._follow_rotated(state) if state.path in self.rotated else 0
         rel = self.on_disk.get(state.path, state.path)
         if self._unchanged(state, self.logdir / rel):
-            return True, 0
+            return True, late
         try:
             handle = open_log(self.root, rel)
         except FileNotFoundError:
             rows, renamed = self._finish_renamed(state)
             self._vanished(state, renamed)
-            return True, rows
+            return True, rows + late
         except Refused as refused:
             self._refuse(state, refused)
-            return True, 0
+            return True, late
         with handle:
-            return self._read(state, handle)
+            done, rows = self._read(state, handle)
+            return done, rows + late
 
     def _unchanged(self, state: FileState, path: Path) -> bool:
         """A stat says nothing new since the last look (the common case, kept cheap)."""
@@ -198,22 +252,23 @@ class Tailer:
         new, reason = self._identity(state, handle)
         if state.kind == "run_meta":
             return self._read_meta(state, new, handle), rows
-        if reason is None and new.offset == 0 and state.kind in ("metrics", "rank"):
+        if reason is None and new.offset == 0 and state.kind in ("metrics", "rank") \
+                and state.path not in self.shrunk:
             whole = self._whole(state, new, handle)
             if whole is not None:
                 return True, rows + whole
-        pending = self._pending_at(state, new, reason)
+        pending = self._pending_at(state, new, handle, reason)
         if pending is not None:
             done = self._wait_for_newline(state, handle, pending)
             if done is not None:
                 return done, rows
-        chunk = self._chunk
-        data = self._pread(handle, new.offset, chunk)
+        data, spent = self._take(state, handle, new.offset)
         end = data.rfind(b"\n") + 1
         if end == 0:
             return self._no_newline(state, new, data, handle, reason), rows
+        self.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
         rows += self._consume(state, new, data[:end], handle, reason)
-        if len(data) == chunk:
+        if spent:
             return False, rows  # this tick's budget for the file is spent; more may follow
         self._remember_rest(state, handle, data[end:])
         return True, rows
@@ -223,6 +278,22 @@ class Tailer:
         """Bytes read from one file per tick: ``chunk_bytes``, but always a whole line of the
         longest size allowed, so the budget never splits a line that should be stored."""
         return max(self.settings.chunk_bytes, MAX_LINE + 1)
+
+    def _take(self, state: FileState, handle: LogHandle, offset: int) -> tuple[bytes, bool]:
+        """The bytes to read this tick from ``offset``, and whether more may follow at once:
+        one budget, or after running out of memory (``shrunk``) the whole lines within fewer
+        bytes, but always at least one line."""
+        chunk, small = self._chunk, self.shrunk.get(state.path)
+        data = self._pread(handle, offset, small or chunk)
+        if small is None:
+            return data, len(data) == chunk
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == small:  # the first line is longer: read it whole
+            data += self._pread(handle, offset + small, chunk - small)
+            end = data.find(b"\n") + 1
+        if end == 0:
+            return data, len(data) == chunk
+        return data[:end], True
 
     def _pread(self, handle: LogHandle, offset: int, size: int) -> bytes:
         data = handle.read(offset, size)
@@ -309,14 +380,17 @@ class Tailer:
 
     def _whole(self, state: FileState, new: FileState, handle: LogHandle) -> int | None:
         size = handle.info.st_size
-        chunk = bulk.whole_file(handle.real, size)  # the checked path, inside the log dir
+        chunk = bulk.whole_file(handle, size, self.scratch)  # a copy: never the path again
         if chunk is None:
             return None
-        trial = copy.copy(new)  # `new` stays as it was if the careful path has to read it
-        trial.offset = trial.size = size
-        trial.head = handle.read(0, HEAD_BYTES).hex()
-        trial.tail = follow.fingerprint(handle, size)
-        return self.store.commit_bulk(state, trial, chunk)
+        try:
+            trial = copy.copy(new)  # `new` stays as it was if the careful path has to read it
+            trial.offset = trial.size = size
+            trial.head = handle.read(0, HEAD_BYTES).hex()
+            trial.tail = follow.fingerprint(handle, size)
+            return self.store.commit_bulk(state, trial, chunk)
+        finally:
+            chunk.close()
 
     def _bulk(self, state: FileState, new: FileState, data: bytes) -> int | None:
         chunk = bulk.prepare(data, self.scratch)
@@ -329,10 +403,17 @@ class Tailer:
 
     # ---- unfinished and overlong lines ----------------------------------------------------
 
-    def _pending_at(self, state: FileState, new: FileState, reason) -> Pending | None:
+    def _pending_at(self, state: FileState, new: FileState, handle: LogHandle,
+                    reason) -> Pending | None:
         pending = self.pending.get(state.path)
         if pending is None or reason or (pending.offset, pending.inode) != (new.offset,
                                                                              new.inode):
+            self.pending.pop(state.path, None)
+            return None
+        if handle.info.st_size < pending.scanned_to \
+                or handle.read(pending.offset, len(pending.start)) != pending.start:
+            # cut back and rewritten (a writer repairing its last line): search from the
+            # line's start again, or a newline now before `scanned_to` is never seen
             self.pending.pop(state.path, None)
             return None
         return pending
@@ -455,10 +536,47 @@ class Tailer:
             while data := self._pread(handle, state.offset, self._chunk):
                 end = data.rfind(b"\n") + 1
                 if end == 0:
-                    break  # an unfinished last line in a rotated file is never completed
+                    break  # an unfinished last line waits in self.rotated, then is dropped
                 new = copy.copy(state)
                 rows += self._consume(state, new, data[:end], handle, None)
+        self.rotated[state.path] = Rotated(os.path.join(folder, renamed), copy.copy(state),
+                                           time.monotonic())
         return rows, renamed
+
+    def _follow_rotated(self, state: FileState) -> int:
+        """Read what a rotated file got since the switch (the trainer's handle still points at
+        it until it reopens its log); let it go once it has not grown for ROTATE_WAIT_S."""
+        rotated = self.rotated[state.path]
+        if time.monotonic() - rotated.grew > ROTATE_WAIT_S:
+            del self.rotated[state.path]
+            return 0
+        try:
+            handle = open_log(self.root, rotated.rel)
+        except (OSError, Refused):
+            del self.rotated[state.path]
+            return 0
+        with handle:
+            if handle.info.st_ino != rotated.old.inode or handle.info.st_size < rotated.old.offset:
+                del self.rotated[state.path]
+                return 0
+            data = self._pread(handle, rotated.old.offset, self._chunk)
+            end = data.rfind(b"\n") + 1
+            if end == 0:
+                return 0
+            old = copy.copy(rotated.old)
+            parsed = self._parse(state, data[:end], old.offset, old, None)
+            try:
+                rows = self.store.commit(state, Batch(parsed, copy.copy(state), rotated=old))
+            except Exception as exc:
+                if not content_error(exc):
+                    raise
+                log.warning("%s: lines of %s refused (%s); not read", state.path, rotated.rel,
+                            describe(exc))
+                del self.rotated[state.path]
+                return 0
+        old.offset += end
+        rotated.old, rotated.grew = old, time.monotonic()
+        return rows
 
     def _note(self, state: FileState, reason: str) -> None:
         problem = Problem(state.offset, "warning", reason)

@@ -4,9 +4,11 @@ Events are hints only. The worker also scans the whole log directory at start an
 ``scan_interval`` seconds, and ticks every ``tick_interval`` seconds even when no event came,
 so a missed or coalesced inotify event (or a network filesystem with ``--poll``) only delays a
 line, never loses it. When a file had more than one tick's budget to read, the next tick starts
-at once. ``failure`` says what is failing and being retried (None when healthy)::
+at once. ``failure`` says what is failing and being retried (None when healthy), and that a
+tick has not returned for far longer than any should (a read that blocks, a stuck database)::
 
     "ingest of demo/metrics.jsonl failing for 12 s: OutOfMemoryException: ...; retrying"
+    "ingest failing: stuck for 45 s in one tick (a file or the database does not answer); ..."
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from app.ingest.tail import Tailer
 
 log = logging.getLogger("cliffwatch.ingest")
 DEBOUNCE_S = 0.01  # let a burst of appends land in one transaction
+STUCK_S = 30.0  # a tick this long is stuck: a 64 MB chunk per file takes about a second
 
 
 class _Wake(FileSystemEventHandler):
@@ -50,6 +53,8 @@ class IngestWorker:
         self.ticks = 0
         self.listeners: list = []  # called (in this thread) after a tick that stored rows
         self.tick_error: str | None = None  # a tick that failed outside any one file
+        self.tick_started: float | None = None  # time.monotonic() of the tick under way
+        self.stuck_after_s = STUCK_S
 
     def start(self) -> None:
         self.tailer.tick(discover=True)  # catch up (one budget per file) before serving
@@ -69,6 +74,10 @@ class IngestWorker:
     @property
     def failure(self) -> str | None:
         """One line on what ingest is failing at and retrying, or None when healthy."""
+        started = self.tick_started
+        if started is not None and time.monotonic() - started > self.stuck_after_s:
+            return (f"ingest failing: stuck for {time.monotonic() - started:.0f} s in one tick "
+                    "(a file or the database does not answer); restart the server if it stays")
         if self.tick_error is not None:
             return self.tick_error
         return self.tailer.failure
@@ -98,6 +107,7 @@ class IngestWorker:
 
     def _tick(self, discover: bool) -> int:
         """One tick; a failure outside any one file is logged once per episode, not per tick."""
+        self.tick_started = time.monotonic()
         try:
             rows = self.tailer.tick(discover=discover)
         except Exception as exc:  # the thread must go on
@@ -105,5 +115,7 @@ class IngestWorker:
                 log.exception("ingest tick failed; retrying every tick")
             self.tick_error = f"ingest tick failing: {describe(exc)}; retrying"
             return 0
+        finally:
+            self.tick_started = None
         self.tick_error = None
         return rows

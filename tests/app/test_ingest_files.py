@@ -4,6 +4,7 @@ nothing outside the log directory is read, and the other runs keep arriving."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -217,3 +218,110 @@ def test_server_starts_and_answers_beside_odd_files(tmp_path, make_server):
     assert rows == [["caf\\xe9"], ["loop"], ["piped"]]
     errors = server.sql("SELECT file, reason FROM ingest_errors ORDER BY file").json()["rows"]
     assert [e[0] for e in errors] == ["loop/rank0.jsonl", "piped/run.json"]
+
+
+def _watch_opens(folder: Path) -> int:
+    """An inotify descriptor that reports files opened in ``folder`` (IN_OPEN)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0 and libc.inotify_add_watch(fd, os.fsencode(folder), 0x20) >= 0
+    return fd
+
+
+def _opened(fd: int, name: bytes, timeout: float) -> bool:
+    import select
+    import struct
+
+    deadline = time.monotonic() + timeout
+    while select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        buf, at = os.read(fd, 65536), 0
+        while at < len(buf):
+            size = struct.unpack_from("iIII", buf, at)[3]
+            if buf[at + 16:at + 16 + size].rstrip(b"\0") == name:
+                return True
+            at += 16 + size
+    return False
+
+
+def test_a_fifo_renamed_over_a_log_after_its_check_blocks_nothing(tmp_path):
+    # the reviewer's race: a FIFO renamed over a fresh whole-file log right after the tailer
+    # opened and checked it; DuckDB and the scanner, opening the name again, blocked for ever
+    logs = tmp_path / "logs"
+    run = logs / "x"
+    run.mkdir(parents=True)
+    lines = "".join(json.dumps({"step": s, "loss": 1.0, "acc": 0.5}) + "\n"
+                    for s in range(12_000))  # ~500 KB: read whole
+    (run / ".tmp").write_text(lines)
+    os.mkfifo(run / ".swap")
+    inotify = _watch_opens(run)
+    os.rename(run / ".tmp", run / "metrics.jsonl")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "ingest", "--logdir", str(logs),
+                             "--once"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _opened(inotify, b"metrics.jsonl", timeout=30)
+        os.rename(run / ".swap", run / "metrics.jsonl")  # right after the tailer's own open
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        os.close(inotify)
+        if proc.poll() is None:
+            with contextlib.suppress(OSError), \
+                    open(os.open(run / "metrics.jsonl", os.O_WRONLY | os.O_NONBLOCK), "wb"):
+                pass  # a writer that closes at once ends a blocked reader's open
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out
+    with ingest(logs) as mon:  # the file that was checked, read from its descriptor
+        assert query(mon, "SELECT count(*), max(step) FROM metrics_all") == [(12_000, 11_999)]
+        assert query(mon, "SELECT state FROM files WHERE path = 'x/metrics.jsonl'") \
+            == [("not_regular",)]
+
+
+def test_an_unfinished_line_cut_back_and_rewritten_shorter_is_read(tmp_path):
+    # the reviewer's case D2: a partial line, then the writer truncates back to the committed
+    # offset and writes a shorter complete line; the newline search resumed past the new end
+    logs = tmp_path / "logs"
+    path = run_folder(logs, "d", b"".join(json.dumps({"step": s, "loss": 1.0}).encode()
+                                          + b"\n" for s in range(100))) / "metrics.jsonl"
+    with ingest(logs) as mon:
+        committed = path.stat().st_size
+        with path.open("ab") as handle:
+            handle.write(b'{"step": 100, "loss": 1.0, "partial_junk": "' + b"x" * 200)
+        mon.tailer.tick()
+        os.truncate(path, committed)
+        with path.open("ab") as handle:
+            handle.write(b'{"step": 100, "loss": 0.5}\n')
+        mon.tailer.tick()
+        assert query(mon, "SELECT count(*), max(step) FROM metrics_all") == [(101, 100)]
+        assert not mon.tailer.pending
+
+
+def test_an_escaped_name_and_a_name_with_a_backslash_are_two_runs(tmp_path):
+    logs = tmp_path / "logs"
+    run_folder(logs, b"caf\xe9", GOOD_BEFORE)
+    run_folder(logs, "caf\\xe9", GOOD_BEFORE + GOOD_AFTER)  # typed with a backslash
+    with ingest(logs) as mon:
+        assert query(mon, "SELECT run, count(*) FROM metrics GROUP BY run ORDER BY run") == [
+            ("caf\\\\xe9", 2), ("caf\\xe9", 1)]
+        assert query(mon, "SELECT count(*) FROM files") == [(2,)]
+
+
+def test_a_folder_link_out_of_the_log_directory_is_reported_once(tmp_path):
+    outside = tmp_path / "elsewhere" / "run"
+    outside.mkdir(parents=True)
+    (outside / "metrics.jsonl").write_bytes(GOOD_BEFORE)
+    logs = tmp_path / "logs"
+    run_folder(logs, "inside")
+    os.symlink(outside, logs / "linked")
+    with ingest(logs) as mon:
+        mon.tailer.tick(discover=True)
+        assert query(mon, "SELECT run, count(*) FROM metrics_all GROUP BY run") == [
+            ("inside", 1)]
+        assert query(mon, "SELECT run, file, severity, excerpt FROM ingest_errors") == [
+            ("linked", "linked", "warning", None)]
+        (reason,), = query(mon, "SELECT reason FROM ingest_errors")
+        assert "folder link that leads outside the log directory" in reason
+    with ingest(logs) as mon:  # and not again after a restart
+        assert query(mon, "SELECT count(*) FROM ingest_errors") == [(1,)]

@@ -122,8 +122,9 @@ def test_two_keys_of_one_column_on_a_line(tmp_path):
     with ingest(tmp_path / "logs") as mon:
         assert query(mon, "SELECT loss, log_buckets FROM metrics") == [(1.0, 3.0)]
         (reason,), = query(mon, "SELECT reason FROM ingest_errors")
-        assert "'loss' goes to the same column" in reason
-        assert "'log_buckets' goes to the same column" in reason
+        assert "'loss' goes to the same column ('Loss') as the key 'Loss' before it" in reason
+        assert "'log_buckets' goes to the same column ('log_Buckets') as the key 'Buckets'" \
+            in reason
 
 
 ODD_KEYS = [{"Acc": 0.5}, {"acc": 0.25}, {"Buckets": 1.0}, {"Time": 3.0}, {"run": 4.0},

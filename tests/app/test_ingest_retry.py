@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from app.ingest.worker import IngestWorker
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import wait_for
@@ -100,3 +102,118 @@ def test_a_conflict_is_retried_with_backoff_and_shown_not_skipped(tmp_path):
         assert mon.tailer.failure is None
         assert query(mon, "SELECT count(*), max(step) FROM metrics_all") == [(6, 6)]
         assert query(mon, "SELECT count(*) FROM ingest_errors") == [(0,)]
+
+
+def _write(path, lines) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _wide(step: int, keys: int) -> dict:
+    return {"step": step} | {f"k{k}": 1.0 for k in range(keys)}
+
+
+def test_the_column_cap_fits_the_memory_limit(tmp_path):
+    # an insert pins a 256 KiB block per column of the table: at 64MB, 300 columns cannot
+    # take a row, and at the default cap (1000) every later line of every run was refused
+    logs = tmp_path / "logs"
+    _write(logs / "wide" / "metrics.jsonl", [_wide(s, 300) for s in range(5)])
+    _write(logs / "big" / "metrics.jsonl",
+           [{"step": s, "loss": 1.0, "acc": 0.1} for s in range(20_000)])
+    with ingest(logs, memory_limit="64MB") as mon:
+        for _ in range(3):
+            mon.tailer.tick()
+        assert mon.tailer.failure is None
+        assert query(mon, "SELECT run, count(*) FROM metrics_all GROUP BY run ORDER BY run") \
+            == [("big", 20_000), ("wide", 5)]
+        assert query(mon, "SELECT max(cardinality(extra_metrics)) FROM metric_rows") \
+            == [(300 - 120,)]  # 64MB / 512 KiB = 122 columns: loss, acc and 120 keys
+        reason = query(mon, "SELECT reason FROM ingest_errors")[0][0]
+        assert "max_metric_columns=122" in reason and "--memory-limit" in reason
+
+
+def test_a_line_that_cannot_fit_says_raise_the_memory_limit(tmp_path):
+    logs = tmp_path / "logs"
+    _write(logs / "wide" / "metrics.jsonl", [_wide(1, 400)])
+    with ingest(logs, max_metric_columns=400) as mon:
+        assert query(mon, "SELECT count(*) FROM metrics_all") == [(1,)]
+    _write(logs / "new" / "metrics.jsonl", [{"step": s, "loss": 1.0} for s in range(5)])
+    with ingest(logs, memory_limit="8MB") as mon:  # too small for one row of 400 columns
+        deadline = time.monotonic() + 15
+        while "--memory-limit" not in (mon.tailer.failure or "") \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+            mon.tailer.tick()
+        failure = mon.tailer.failure
+        assert failure.startswith("ingest of new/metrics.jsonl failing for ")
+        assert "OutOfMemoryException" in failure and "raise --memory-limit" in failure
+        assert query(mon, "SELECT count(*) FROM ingest_errors") == [(0,)]  # nothing skipped
+    with ingest(logs) as mon:  # with memory enough, every line arrives
+        assert query(mon, "SELECT count(*) FROM metrics_all WHERE run = 'new'") == [(5,)]
+
+
+def test_out_of_memory_is_retried_with_smaller_batches_until_it_fits(tmp_path):
+    # a 20,000-line batch into a 200-column table does not fit in 64MB; smaller ones do
+    logs = tmp_path / "logs"
+    _write(logs / "wide" / "metrics.jsonl", [_wide(1, 200) | {"loss": 1.0, "acc": 0.1}])
+    ingest(logs).close()
+    _write(logs / "new" / "metrics.jsonl",
+           [{"step": s, "loss": 1.0, "acc": 0.1} for s in range(20_000)])
+    with ingest(logs, memory_limit="64MB") as mon:
+        assert mon.tailer.failure and "retrying with a smaller batch" in mon.tailer.failure
+        deadline = time.monotonic() + 20
+        while (mon.tailer.failure or mon.tailer.behind) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            mon.tailer.tick()
+        assert mon.tailer.failure is None
+        assert query(mon, "SELECT count(*), count(DISTINCT step) FROM metrics_all "
+                     "WHERE run = 'new'") == [(20_000, 20_000)]
+        assert query(mon, "SELECT count(*) FROM ingest_errors") == [(0,)]
+
+
+def test_an_invalidated_database_says_restart_once(tmp_path, caplog):
+    # measured: these lines into a 150-column table at 48MB make DuckDB's checkpoint at
+    # COMMIT run out of memory, which invalidates the database (FatalException)
+    logs = tmp_path / "logs"
+    _write(logs / "wide" / "metrics.jsonl", [_wide(1, 150) | {"loss": 1.0}])
+    ingest(logs).close()
+    _write(logs / "new" / "metrics.jsonl", [{"step": s, "loss": 1.0} for s in range(20_000)])
+    with ingest(logs, memory_limit="48MB") as mon:
+        deadline = time.monotonic() + 15
+        while (mon.tailer.failure or mon.tailer.behind) and time.monotonic() < deadline \
+                and "restart" not in (mon.tailer.failure or ""):
+            time.sleep(0.05)
+            mon.tailer.tick()
+        if mon.tailer.failure is None:
+            pytest.skip("DuckDB's checkpoint fitted this time: nothing was invalidated")
+        failure = IngestWorker(mon.tailer, mon.tailer.settings).failure
+        assert failure.startswith("ingest failing: the database was invalidated (Fatal")
+        assert failure.endswith("restart the server (lines not stored yet are read then)")
+        for _ in range(3):
+            assert mon.tailer.tick() == 0
+        assert mon.tailer.catch_up() == 0  # returns (`ingest --once` looped for ever)
+        stopped = [r for r in caplog.records if "ingest stopped" in r.getMessage()]
+        assert len(stopped) == 1 and "restart the server" in stopped[0].getMessage()
+
+
+def test_a_tick_far_longer_than_expected_shows_as_stuck(tmp_path):
+    logs = tmp_path / "logs"
+    _write(logs / "r" / "metrics.jsonl", [{"step": s, "loss": 1.0} for s in range(5)])
+    with ingest(logs) as mon:
+        _write(logs / "r" / "metrics.jsonl",
+               [{"step": s, "loss": 1.0} for s in range(5, 60_005)])
+        worker = IngestWorker(mon.tailer, mon.tailer.settings)
+        worker.stuck_after_s = 0.0  # the real threshold is 30 s: any tick under way is "stuck"
+        seen: list[str | None] = []
+        tick = threading.Thread(target=worker._tick, args=(False,))
+        tick.start()
+        while tick.is_alive():
+            seen.append(worker.failure)
+            time.sleep(0.01)
+        stuck = [s for s in seen if s]
+        assert stuck and stuck[-1].startswith("ingest failing: stuck for ")
+        assert stuck[-1].endswith(" s in one tick (a file or the database does not answer); "
+                                  "restart the server if it stays")
+        assert worker.failure is None  # the tick ended
+        assert query(mon, "SELECT count(*) FROM metrics_all") == [(60_005,)]

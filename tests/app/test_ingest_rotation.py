@@ -79,3 +79,49 @@ def test_rename_seen_before_the_new_file_exists(tmp_path):
         assert query(mon, "SELECT step FROM metrics ORDER BY step") == [
             (s,) for s in range(1, 9)]
 
+
+
+def test_lines_written_to_the_rotated_file_after_the_switch_arrive(tmp_path):
+    # the reviewer's case C2: logrotate `create`, the tailer switches to the new (empty)
+    # file, and only then the trainer writes through its old handle, then reopens
+    path = tmp_path / "logs" / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(lines(range(100)))
+    with ingest(tmp_path / "logs") as mon:
+        trainer = path.open("a")
+        path.rename(path.with_name("metrics.jsonl.1"))
+        path.write_text("")  # create
+        mon.tailer.tick(discover=True)  # the switch
+        trainer.write(lines(range(100, 120)))
+        trainer.close()
+        append(path, lines(range(120, 150)))
+        mon.tailer.tick(discover=True)
+        mon.tailer.tick()
+        assert query(mon, "SELECT step FROM metrics ORDER BY step") == [
+            (s,) for s in range(150)]
+        assert query(mon, "SELECT count(*) FROM metrics_all") == [(150,)]
+        assert query(mon, "SELECT count(*) FROM ingest_errors WHERE severity = 'error'") \
+            == [(0,)]
+        # once it has not grown for a while, the rotated file is let go
+        mon.tailer.rotated["r/metrics.jsonl"].grew -= 60
+        mon.tailer.tick()
+        assert not mon.tailer.rotated
+
+
+def test_late_lines_of_the_rotated_file_keep_its_attempt(tmp_path):
+    # read after the new file's first lines, they still belong to the old file's timeline
+    path = tmp_path / "logs" / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(lines(range(100)))
+    with ingest(tmp_path / "logs") as mon:
+        trainer = path.open("a")
+        path.rename(path.with_name("metrics.jsonl.1"))
+        path.write_text(lines(range(120, 150)))
+        mon.tailer.tick(discover=True)
+        trainer.write(lines(range(100, 120)))
+        trainer.close()
+        mon.tailer.tick()
+        assert query(mon, "SELECT step FROM metrics ORDER BY step") == [
+            (s,) for s in range(150)]
+        assert query(mon, "SELECT attempt, start_step, reason FROM attempts ORDER BY 1") == [
+            (1, 0, "start"), (2, 120, "file_replaced")]
