@@ -98,8 +98,8 @@ def _named_http(url: str, headers: dict, name: str, params: dict) -> dict:
 
 
 def _local(db_path: Path, logdir: Path | None, query: str | None, settings, named=None) -> dict:
-    # as in the server, ad-hoc SQL may read the log directory and nothing else
-    db = Database(db_path, read_only=True, allowed_dirs=[logdir] if logdir else [], wait_s=0.5,
+    # as in the server, ad-hoc SQL reads the tables and no file
+    db = Database(db_path, read_only=True, allowed_dirs=[], wait_s=0.5,
                   memory_limit=settings.memory_limit)
     params = None
     if named:

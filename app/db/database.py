@@ -126,8 +126,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:
-    """No file access outside the log directory and scratch space, then no more SET, for every
-    cursor.
+    """No file access outside ``allowed_dirs`` (the server passes its scratch space alone),
+    then no more SET, for every cursor.
 
     Ad-hoc SQL runs through cursors of this connection; with external access off, a query
     cannot read /etc/passwd or write files outside these folders. Arrow tables must then be

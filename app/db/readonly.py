@@ -19,10 +19,10 @@ Locks, each meant to hold when another is fooled:
 5. The configuration is locked once the database is open (``lock_configuration``, see
    ``Database``): no SET, RESET or PRAGMA can change the memory limit, threads, allowed
    directories or external access of the server, whatever statement carries it.
-6. File access outside the log directory and scratch space is off for the whole database.
-   DuckDB 2.0 has no read-only variant of ``allowed_directories`` and a read-only transaction
-   does not stop COPY TO, so inside the log directory (and ``.cliffwatch/`` in it) only locks
-   1 to 3 stop a file write.
+6. File access outside ingest's scratch space is off for the whole database: DuckDB cannot
+   read or write the logs or the database folder at all (ingest hands it copies, never a
+   log's path). DuckDB 2.0 has no read-only ``allowed_directories`` and a read-only
+   transaction does not stop COPY TO, which is why.
 
 Results stop at ``max_rows`` rows or ``max_bytes`` bytes, whichever comes first. They arrive
 as Arrow batches that DuckDB fills without the GIL, and are measured in Arrow bytes before any

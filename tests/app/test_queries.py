@@ -24,17 +24,19 @@ def fixture_db(tmp_path_factory):
         "".join(json.dumps({"step": s, "loss": 1 / s}) + "\n" for s in steps) + "not json\n")
     (logs / "restarts" / "rank0.jsonl").write_text(json.dumps(
         {"step": 10, "rank": 0, "step_time_s": 0.4, "data_wait_s": 0.1}) + "\n")
-    (logs / "chunk.jsonl").write_text(json.dumps({"step": 99, "elapsed_s": 1.5}) + "\n")
     monitor = ingest(logs)
-    yield monitor, logs
+    # ingest's own reads go through copies in scratch space, the one place DuckDB may read
+    (monitor.scratch / "chunk.jsonl").write_text(json.dumps({"step": 99, "elapsed_s": 1.5})
+                                                 + "\n")
+    yield monitor, monitor.scratch
     monitor.close()
 
 
-def example_params(cursor, query, logs) -> dict:
+def example_params(cursor, query, chunks) -> dict:
     values = {}
     for name, param in query.params.items():
         if name == "path":
-            values[name] = str(logs / "chunk.jsonl")
+            values[name] = str(chunks / "chunk.jsonl")
         else:
             values[name] = cursor.execute(f"SELECT {param.example}").fetchone()[0]
     return values
@@ -49,7 +51,7 @@ def chunk_source(query) -> str | None:
 
 @pytest.mark.parametrize("name", queries.all_files())
 def test_query_runs(fixture_db, name):
-    monitor, logs = fixture_db
+    monitor, chunks = fixture_db
     query = queries.load(name)
     assert query.title and query.description, f"{name}.sql needs a title and description"
     if name.startswith("db/"):  # settings and bookkeeping: a scratch database
@@ -57,10 +59,10 @@ def test_query_runs(fixture_db, name):
         scratch.execute(queries.load("db/migrations_table").text())
         if name == "db/rollback":
             scratch.begin()
-        scratch.execute(query.text(), example_params(scratch, query, logs))
+        scratch.execute(query.text(), example_params(scratch, query, chunks))
         return
     cursor = monitor.db.cursor()
-    params = example_params(cursor, query, logs)
+    params = example_params(cursor, query, chunks)
     identifiers = {k: v.example for k, v in query.identifiers.items()}
     if "/" not in name:  # user-facing: read-only, through the same helper as the API
         result = run_readonly(cursor, query.text(), params=params, max_rows=100, time_limit=30)

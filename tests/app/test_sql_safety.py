@@ -301,6 +301,27 @@ def test_plan_check_holds_if_the_parser_check_were_fooled(tmp_path, sql):
     db.close()
 
 
+@pytest.mark.parametrize("sql", [
+    "COPY (SELECT 1 AS x) TO 'LOGDIR/r/metrics.jsonl' (FORMAT csv, HEADER false)",
+    "COPY (SELECT 1 AS x) TO 'LOGDIR/.cliffwatch/server.json' (FORMAT csv)",
+    "COPY (SELECT 1 AS x) TO 'LOGDIR/fake' (FORMAT csv, PARTITION_BY (x))",
+    "SELECT * FROM read_text('LOGDIR/r/metrics.jsonl')",
+])
+def test_database_itself_refuses_the_log_directory(tmp_path, sql):
+    """The last lock, with every check of ours skipped (the statement goes straight to the
+    server's own connection): DuckDB may touch only ingest's scratch space, so neither a log
+    nor the database folder can be written, or even read, by any statement."""
+    logs = tmp_path / "logs"
+    write_run(logs)
+    with ingest(logs) as monitor:
+        before = files(logs, with_db=False)
+        with pytest.raises(duckdb.PermissionException):
+            monitor.db.cursor().execute(sql.replace("LOGDIR", str(logs)))
+        assert files(logs, with_db=False) == before
+        stored = monitor.db.cursor().execute("SELECT count(*) FROM metrics").fetchall()
+        assert stored == [(LINES,)]
+
+
 def test_failed_begin_refuses_the_query(tmp_path):
     """On a cursor left inside a read-write transaction, BEGIN READ ONLY fails; the query
     must not run in that transaction."""
