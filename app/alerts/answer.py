@@ -47,6 +47,11 @@ def post(client: httpx.Client, url: str, body: bytes, key: str) -> Answer:
         # timeouts, refused and reset connections: the webhook may be back later
         return Answer(None, scrub(f"{type(exc).__name__}: {exc}", url), retryable=True,
                       elapsed_ms=_ms(started))
+    except (ValueError, OSError) as exc:
+        # a URL httpx cannot send to at all: retrying cannot help, and must not hold up the
+        # messages queued behind this one
+        return Answer(None, scrub(f"{type(exc).__name__}: {exc}", url), retryable=False,
+                      elapsed_ms=_ms(started))
     return judge(response, url, _ms(started))
 
 

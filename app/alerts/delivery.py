@@ -27,6 +27,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import duckdb
 import httpx
@@ -82,6 +83,13 @@ class DeliveryWorker:
         for lane in self.lanes:
             lane.thread.start()
 
+    @property
+    def failure(self) -> str | None:
+        """One line on a delivery lane that stopped on an error of ours, or None."""
+        stuck = [lane.target.label for lane in self.lanes if lane.troubled]
+        return (f"delivery to {', '.join(stuck)} stopped on an error; see the server log"
+                if stuck else None)
+
     def poke(self) -> None:
         """New outbox rows were committed (never blocks the caller)."""
         for lane in self.lanes:
@@ -100,8 +108,13 @@ class DeliveryWorker:
 def check_url(target: Target) -> None:
     if target.url is None:
         return
-    parts = httpx.URL(target.url) if "://" in target.url else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.host:
+    try:
+        parts = urlsplit(target.url)
+        port_ok = parts.port is None or parts.port > 0  # urlsplit raises past 65535
+    except ValueError:  # a bad port or bracketed host: httpx would only fail at send time
+        parts, port_ok = None, False
+    if parts is None or not port_ok or parts.scheme not in ("http", "https") \
+            or not parts.hostname:
         raise CliffwatchError(f"webhook {target.label} is not an http(s) URL; pass "
                               "--webhook https://hooks.slack.com/services/... (env "
                               "CLIFFWATCH_WEBHOOK_URL)")

@@ -21,7 +21,9 @@ A rules file is TOML, one ``[[rule]]`` table per rule::
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,12 +159,45 @@ def parse_rules(text: str, file: str = "alerts.toml") -> tuple[list[Rule], list[
     return rules, problems
 
 
+MAX_RULES_BYTES = 1024 * 1024
+
+
+class _NotRegular(Exception):
+    pass
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _read_regular(path: Path) -> bytes:
+    """The file's bytes, if it is a regular file of sane size: a FIFO named alerts.toml must
+    not hang the server's start, nor a link to /dev/zero fill its memory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotRegular
+        if info.st_size > MAX_RULES_BYTES:
+            raise _TooBig
+        return os.read(fd, MAX_RULES_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
 def _read_text(path: Path) -> tuple[str, RuleProblem | None]:
     def problem(message: str, line: int = 0) -> tuple[str, RuleProblem]:
         return "", RuleProblem(line, None, None, message, str(path))
 
     try:
-        data = path.read_bytes()
+        data = _read_regular(path)
+    except _NotRegular:
+        return problem("is not a regular file (a FIFO or device?); give the path of a rules "
+                       "file")
+    except _TooBig:
+        return problem(f"is over {MAX_RULES_BYTES // 1024} KiB; a rules file is a few rules")
     except FileNotFoundError:
         return problem("no such file; give the path of a rules file (see docs/alerts.md)")
     except IsADirectoryError:

@@ -48,11 +48,15 @@ def target_id(url: str) -> str:
 def redact(url: str) -> str:
     """Scheme, host and the first letter of the first two path parts: enough to tell two
     webhooks apart, not enough to post to one."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # a bad port or bracketed host: show nothing of it
+        return "(a webhook URL that cannot be parsed)"
     path = [p for p in parts.path.split("/") if p]
     # a one-part path may itself be the secret (an ntfy topic, a token): show none of it
     shown = path[:2] if path and path[0] == "services" else path[:1] if len(path) > 1 else []
     tail = "/".join([*shown[:1], *(f"{p[:1]}…" for p in shown[1:2])])
     rest = "/…" if len(path) > len(shown) or parts.query else ""
-    host = (parts.hostname or "?") + (f":{parts.port}" if parts.port else "")
+    host = (parts.hostname or "?") + (f":{port}" if port else "")
     return f"{parts.scheme}://{host}/{tail}{rest}".replace("//…", "/…")

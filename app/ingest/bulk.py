@@ -158,16 +158,28 @@ def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | None:
     if first_step is None:
         return None
     scan = _SCANNER.submit(_scan_file, os.dup(handle.fd), size)  # beside the copy
-    fd, name = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
     try:
-        copied = _copy(handle.fd, fd, size)
-    finally:
-        os.close(fd)
+        name, copied = _scratch_copy(scratch, lambda fd: _copy(handle.fd, fd, size))
+    except OSError:  # scratch space full (Docker's /dev/shm is 64 MB): the careful path
+        return None
     chunk = Chunk(Path(name), first_step, scan, whole=True)
     if copied != size:  # truncated meanwhile: the careful path looks again
         chunk.close()
         return None
     return chunk
+
+
+def _scratch_copy(scratch: Path, write) -> tuple[str, int]:
+    """A new scratch file filled by ``write(fd)``; removed again if writing fails."""
+    fd, name = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
+    try:
+        written = write(fd)
+    except BaseException:
+        os.unlink(name)
+        raise
+    finally:
+        os.close(fd)
+    return name, written
 
 
 def _copy(source: int, target: int, size: int) -> int:
@@ -204,10 +216,18 @@ def prepare(data: bytes, scratch: Path) -> Chunk | None:
     scan.add(data)
     if not scan.clean:
         return None
-    fd, name = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    try:
+        name, _ = _scratch_copy(scratch, lambda fd: _write_all(fd, data))
+    except OSError:  # scratch space full: the careful path needs none
+        return None
     return Chunk(Path(name), first_step, scan)
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.write(fd, view[done:])
+    return done
 
 
 def new_columns(described: list[tuple], known: set[str],

@@ -217,11 +217,17 @@ class Store:
         try:
             rows = self._bulk(cur, state, trial, chunk)
             self._check_finite(state, trial, chunk, doubles)
-            cur.commit()
         except (duckdb.Error, _NotClean):
             self._rollback(cur)  # the careful path reads it, and says what was wrong
             return None
         except BaseException:  # e.g. the line count failed: never leave it open
+            self._rollback(cur)
+            raise
+        try:
+            cur.commit()
+        except BaseException:
+            # a COMMIT that raised may still have committed: never re-read the bytes at once
+            # (the careful path would store them twice); the tailer reads the file's row back
             self._rollback(cur)
             raise
         _copy_into(state, trial)

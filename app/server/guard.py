@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -68,7 +68,7 @@ def _is_ip(name: str) -> bool:
 class Guard:
     names: frozenset[str]  # host names a request may carry in Host
     any_ip: bool  # bound to every address: any IP literal names this machine
-    token: str | None
+    token: str | None = field(repr=False)  # a secret: never in a repr or log line
     port: int
 
     @classmethod

@@ -70,9 +70,13 @@ async def health(request: Request) -> Response:
         state = current()
         row = records(named("health"))[0]
         failure = state.worker.failure
+        alerting = [f for f in (getattr(state.alerts, "failure", None),
+                                getattr(state.delivery, "failure", None)) if f]
         return {**row, "ingest_lag_s": round(state.worker.lag_s(), 3),
                 "unfinished_lines": state.worker.tailer.pending_partial,
                 "ingest": "failing" if failure else "ok", "ingest_error": failure,
+                "alerts": "failing" if alerting else "ok",
+                "alerts_error": "; ".join(alerting) or None,
                 "logdir": str(state.monitor.logdir), "db": str(state.monitor.db.path)}
 
     return _json(await _threaded(work))

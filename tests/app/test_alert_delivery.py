@@ -267,7 +267,9 @@ def test_a_test_message_is_a_valid_slack_message_without_fields():
 
 
 @pytest.mark.parametrize("url", ["hooks.slack.com/services/T0/B1/secret7", "ftp://h/in/secret7",
-                                 "http:///in/secret7"])
+                                 "http:///in/secret7",
+                                 # httpx accepts these, then fails at send time, for ever
+                                 "https://h:99999/in/secret7", "https://[bad/in/secret7"])
 def test_a_webhook_that_is_not_an_http_url_is_refused_redacted(url):
     with pytest.raises(CliffwatchError, match="is not an http\\(s\\) URL") as caught:
         DeliveryWorker(None, Settings(webhook=url))

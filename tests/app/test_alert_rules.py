@@ -4,6 +4,7 @@ every type round-trips, and durations read the way docs/alerts.md says."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -361,3 +362,17 @@ def test_the_docs_name_every_key():
     missing = [k for k in sorted(ALL_KEYS) if f"`{k}`" not in rules_section]
     assert missing == []
     assert "python -m app alerts check" in rules_section
+
+
+def test_a_fifo_or_device_named_as_the_rules_file_is_refused_not_read(tmp_path):
+    """A FIFO named alerts.toml hung the server's start; a link to /dev/zero would be read
+    without end."""
+    fifo = tmp_path / "alerts.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        problems = check_file(path)
+        assert [p.line for p in problems] == [0]
+        assert "not a regular file" in str(problems[0])
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
+    assert "is over" in str(check_file(big)[0])

@@ -325,3 +325,31 @@ def test_a_folder_link_out_of_the_log_directory_is_reported_once(tmp_path):
         assert "folder link that leads outside the log directory" in reason
     with ingest(logs) as mon:  # and not again after a restart
         assert query(mon, "SELECT count(*) FROM ingest_errors") == [(1,)]
+
+
+def test_a_full_scratch_space_leaves_nothing_behind_and_the_careful_path_reads(tmp_path):
+    """Scratch space is /dev/shm (64 MB in a default Docker container): a copy that fails
+    must not leave its half-written file there, and the lines still arrive."""
+    from app.ingest import bulk
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    def full(fd):
+        os.write(fd, b"half a chunk")
+        raise OSError(28, "No space left on device")
+
+    with contextlib.suppress(OSError):
+        bulk._scratch_copy(scratch, full)
+    assert list(scratch.iterdir()) == []
+    lines = b"".join(json.dumps({"step": s, "loss": 1.0}).encode() + b"\n"
+                     for s in range(1, 20_001))
+    assert bulk.prepare(lines, tmp_path / "gone") is None  # no scratch space at all
+    logs = tmp_path / "logs"
+    (logs / "r").mkdir(parents=True)
+    with ingest(logs) as mon:
+        mon.scratch.rmdir()  # every scratch copy now fails
+        (logs / "r" / "metrics.jsonl").write_bytes(lines)
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT count(*) FROM metrics") == [(20_000,)]
+        mon.scratch.mkdir()  # Monitor.close removes it

@@ -404,6 +404,7 @@ def test_health_answers_while_heavy_queries_wait(server):
 def test_health_says_whether_ingest_is_failing(server):
     health = httpx.get(server.url + "/api/health").json()
     assert health["ingest"] == "ok" and health["ingest_error"] is None
+    assert health["alerts"] == "ok" and health["alerts_error"] is None  # rules and delivery
 
 
 def test_metric_names_are_matched_exactly(tmp_path):
