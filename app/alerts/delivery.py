@@ -231,7 +231,7 @@ class Lane:
                 "done_time": None if status == "pending" else time.time()})
             cur.commit()
         except duckdb.Error:
-            cur.rollback()
+            self.worker.db.rollback(cur)
             raise
         self.unrecorded = None
         self._tell(head, outcome, answer, attempt, next_time)

@@ -81,10 +81,7 @@ class Engine:
         """After a failed pass: nothing of it was written; the caches it touched (the change
         windows) are dropped and the rest read again when the database answers."""
         self.windows = {}
-        try:
-            cursor.rollback()
-        except duckdb.Error:
-            self.db.reset_cursor()  # an aborted transaction must not be this thread's cursor
+        self.db.rollback(cursor)
         with contextlib.suppress(duckdb.Error):
             self.reset()
 

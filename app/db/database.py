@@ -8,6 +8,7 @@ same time, so the server opens it once and every thread works through its own cu
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import time
@@ -18,6 +19,7 @@ import duckdb
 from app.db import queries
 from app.errors import CliffwatchError
 
+log = logging.getLogger("cliffwatch.db")
 _LOCK_PID = re.compile(r"PID (\d+)")
 
 
@@ -64,6 +66,16 @@ class Database:
         self._local.cursor = None
         if cur is not None:
             self._local.aside = [*getattr(self._local, "aside", []), cur]
+
+    def rollback(self, cur) -> None:
+        """Undo ``cur``'s open transaction after a failure (the caller re-raises that failure).
+        If the rollback fails too, the cursor may sit in an aborted transaction that fails
+        every later statement: this thread gets a fresh one (``reset_cursor``)."""
+        try:
+            cur.rollback()
+        except Exception:
+            log.warning("rollback failed; opening a fresh database cursor", exc_info=True)
+            self.reset_cursor()
 
     def _retire_set_aside(self) -> None:
         for cur in list(getattr(self._local, "aside", ())):

@@ -107,11 +107,7 @@ class Store:
         the rollback fails too, the cursor may be left in an aborted transaction that fails
         every later statement: drop it, and the next call opens a fresh one."""
         self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
-        try:
-            cur.rollback()
-        except Exception:
-            log.warning("rollback failed; opening a fresh database cursor", exc_info=True)
-            self.db.reset_cursor()
+        self.db.rollback(cur)
 
     def _fit_columns(self, state: FileState, batch: Batch) -> set[str]:
         """Give the batch's new metric keys their columns (committed ahead, in small groups)

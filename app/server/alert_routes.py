@@ -170,7 +170,7 @@ def queue_test(state, target_ids: list[str], key: str) -> int:
                             {"notification_id": nid, "target": target, "now": now})
         cur.commit()
     except BaseException:
-        cur.rollback()
+        state.monitor.db.rollback(cur)
         raise
     return nid
 
