@@ -29,10 +29,10 @@ RECENT = 50  # notifications shown
 def overview(cursor, rules, source: str, targets, now: float | None = None,
              limit: int = RECENT) -> dict:
     now = time.time() if now is None else now
-    notes = _rows(cursor, "alerts/api_notifications", {"limit": limit})
+    notes = rows(cursor, "alerts/api_notifications", {"limit": limit})
     since = min((n["id"] for n in notes), default=0)
-    outbox = _rows(cursor, "alerts/api_outbox", {"since_id": since})
-    tries = _rows(cursor, "alerts/api_deliveries", {"since_id": since})
+    outbox = rows(cursor, "alerts/api_outbox", {"since_id": since})
+    tries = rows(cursor, "alerts/api_deliveries", {"since_id": since})
     for note in notes:
         note["facts"] = parse_facts(note["facts"])
         note["text"] = text_line({**_defaults(note), **note["facts"]})
@@ -40,8 +40,8 @@ def overview(cursor, rules, source: str, targets, now: float | None = None,
                           if o["notification_id"] == note["id"]]
     return {"rules": [rule_json(r) for r in rules], "rules_source": source,
             "targets": [{"id": t.id, "label": t.label} for t in targets],
-            "states": _rows(cursor, "alerts/api_states"),
-            "silences": _rows(cursor, "alerts/api_silences", {"now": now}),
+            "states": rows(cursor, "alerts/api_states"),
+            "silences": rows(cursor, "alerts/api_silences", {"now": now}),
             "notifications": jsonable(notes)}
 
 
@@ -49,7 +49,8 @@ def rule_json(rule) -> dict:
     return {**dataclasses.asdict(rule), "when": rules_mod.describe(rule)}
 
 
-def _rows(cursor, name: str, params: dict | None = None) -> list[dict]:
+def rows(cursor, name: str, params: dict | None = None) -> list[dict]:
+    """A named query's rows as JSON-safe dicts (the API's and `alerts list`'s shape)."""
     result = queries.execute(cursor, name, params)
     columns = [d[0] for d in result.description]
     return [dict(zip(columns, (jsonable(v) for v in row), strict=True))

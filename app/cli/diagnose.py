@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.cli.sql import answer_json, auth_headers, server_url
+from app.cli.client import answer_json, auth_headers, server_url
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import diagnose
 from app.diagnose.report import as_dict, text
@@ -56,7 +56,7 @@ def _is_run(path: Path) -> bool:
 
 def _served(path: Path, settings) -> tuple[str, Path] | None:
     """A running server whose log directory holds ``path``. Only its server.json is read in
-    each folder above, and only one this user wrote (cli.sql.server_url)."""
+    each folder above, and only one this user wrote (cli.client.server_url)."""
     for folder in (path, *path.parents):
         url = server_url(default_db(folder), settings)
         if url:

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.cli.client import answer, answer_json, auth_headers, is_local_url, server_url
+from app.cli.client import answer, auth_headers, server_url
 from app.db import queries
 from app.db.database import Database
 from app.db.readonly import jsonable, run_readonly
@@ -27,8 +27,6 @@ from app.errors import CliffwatchError
 from app.monitor import default_db
 
 LOCAL_WAIT_S = 10.0
-# kept importable from here: app.cli.diagnose and tests use them
-__all__ = ["answer_json", "auth_headers", "is_local_url", "server_url", "sql_command"]
 
 
 def sql_command(text: str | None, name: str | None, params: list[str], logdir: Path,

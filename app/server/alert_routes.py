@@ -23,13 +23,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.alerts import overview
 from app.alerts.duration import parse_duration
 from app.alerts.fields import glob_problem
-from app.alerts.overview import overview
 from app.alerts.rules import load_rules
 from app.alerts.targets import targets
 from app.db import queries
-from app.db.readonly import jsonable
 from app.errors import CliffwatchError
 from app.server.endpoint import body, guarded, reply, threaded
 from app.server.state import current
@@ -61,7 +60,7 @@ async def alerts(request: Request) -> Response:
     def work():
         state = current()
         rules, source = active_rules(state)
-        return overview(state.monitor.db.cursor(), rules, source, active_targets(state))
+        return overview.overview(state.monitor.db.cursor(), rules, source, active_targets(state))
 
     return reply(await threaded(work))
 
@@ -78,7 +77,7 @@ async def add_silence(request: Request) -> Response:
             raise CliffwatchError(f"no rule matches {rule!r}; the rules are: "
                                   f"{', '.join(names)} (`python -m app alerts list`)")
         now = time.time()
-        row = _fetch(state, "alerts/api_silence_insert", {
+        row = _rows(state, "alerts/api_silence_insert", {
             "rule": rule, "run": run, "created_time": now, "until_time": now + seconds,
             "comment": comment})[0]
         return {**row, "until": row["until_time"], "matches": matches}
@@ -117,10 +116,10 @@ async def end_silence(request: Request) -> Response:
 
     def work():
         state = current()
-        ended = _fetch(state, "alerts/api_silence_end", {"id": ident, "now": time.time()})
+        ended = _rows(state, "alerts/api_silence_end", {"id": ident, "now": time.time()})
         if ended:
             return ended[0]
-        found = _fetch(state, "alerts/api_silence", {"id": ident})
+        found = _rows(state, "alerts/api_silence", {"id": ident})
         if not found:
             raise CliffwatchError(f"no silence {ident}; `python -m app alerts list` shows the "
                                   "silences in force", status=404)
@@ -142,7 +141,7 @@ async def send_test(request: Request) -> Response:
     delivery.poke()
     deadline = time.monotonic() + state.settings.webhook_timeout + 2
     while True:
-        results = await threaded(_fetch, state, "alerts/api_test_results",
+        results = await threaded(_rows, state, "alerts/api_test_results",
                                  {"notification_id": nid})
         if all(r["status"] != "pending" for r in results) or time.monotonic() > deadline:
             break
@@ -175,11 +174,8 @@ def queue_test(state, target_ids: list[str], key: str) -> int:
     return nid
 
 
-def _fetch(state, name: str, params: dict) -> list[dict]:
-    result = queries.execute(state.monitor.db.cursor(), name, params)
-    columns = [d[0] for d in result.description]
-    return [dict(zip(columns, (jsonable(v) for v in row), strict=True))
-            for row in result.fetchall()]
+def _rows(state, name: str, params: dict) -> list[dict]:
+    return overview.rows(state.monitor.db.cursor(), name, params)
 
 
 def _object(raw: bytes, help_text: str) -> dict:

@@ -132,7 +132,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
 
 def write_server_file(info: Path, payload: dict) -> None:
     """Whole or not at all, and writable by this user alone whatever the umask: the CLI
-    trusts no other server.json (cli.sql.server_url)."""
+    trusts no other server.json (cli.client.server_url)."""
     partial = info.with_name(info.name + ".partial")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

@@ -27,9 +27,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli.sql import is_local_url
+from app.cli.client import is_local_url
 from tests.app.test_dashboard_browser import browser  # noqa: F401 -- headless Chromium fixture
-from tests.conftest import ROOT, Server, free_port, run_cli
+from tests.conftest import ROOT, Server, free_port, run_cli, stop_process
 
 MARK = 0.123456789  # a metric value that must never leak to a refused request
 EVIL = "evil.example"
@@ -162,11 +162,7 @@ class TokenServer:
         return {"Authorization": f"Bearer {token or self.token}"}
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 @pytest.fixture
