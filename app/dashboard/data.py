@@ -6,7 +6,7 @@ import pandas as pd
 
 from app.diagnose.detect import NOT_METRICS
 from app.server.routes import named
-from app.server.state import current
+from app.state import current
 
 
 def logdir() -> str:

@@ -31,7 +31,7 @@ from app.alerts.targets import targets
 from app.db import queries
 from app.errors import CliffwatchError
 from app.server.endpoint import body, guarded, reply, threaded
-from app.server.state import current
+from app.state import current
 
 SILENCE_KEYS = ("rule", "run", "for", "comment")
 SILENCE_HELP = ('send {"rule": "GLOB", "run": "GLOB", "for": "2h", "comment": "why"} as JSON '

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.errors import CliffwatchError
-from app.server.state import current
+from app.state import current
 
 
 def reply(payload, status: int = 200) -> Response:

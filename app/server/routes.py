@@ -26,7 +26,7 @@ from app.server.endpoint import body as _body
 from app.server.endpoint import guarded as _guarded
 from app.server.endpoint import reply as _json
 from app.server.endpoint import threaded as _threaded
-from app.server.state import ADHOC_SLOTS, current
+from app.state import ADHOC_SLOTS, current
 
 
 def records(result: SqlResult) -> list[dict]:

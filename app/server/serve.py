@@ -26,6 +26,7 @@ from pathlib import Path
 
 import orjson
 
+from app import state
 from app.alerts.delivery import DeliveryWorker
 from app.alerts.rules import load_rules
 from app.alerts.targets import targets
@@ -34,7 +35,6 @@ from app.diagnose.worker import DiagnosisWorker
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor, default_db
-from app.server import state
 from app.server.guard import Guard, GuardMiddleware, is_loopback
 from app.server.routes import ROUTES
 from app.settings import describe

@@ -1,5 +1,5 @@
-"""The server's shared objects, reachable from API handlers and from the dashboard script
-(which Streamlit runs in the same process, in its own threads)."""
+"""The server process's shared objects, reachable from API handlers and from the dashboard
+script (which Streamlit runs in the same process, in its own threads)."""
 
 from __future__ import annotations
 
