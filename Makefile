@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/diagnose.py
 	$(BIN)/python bench/trainer.py
 	$(BIN)/python bench/alerts.py
+	$(BIN)/python bench/dashboard.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

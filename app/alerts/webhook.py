@@ -7,7 +7,8 @@ one line the server log gets. Pure functions of a notification's facts (docs/ale
                                                "text": "CRITICAL: nan-loss"}},
                    {"type": "section", "text": ..., "fields": [Run, Metric, Value, Typical,
                                                                Step, Causes, Evidence]},
-                   {"type": "section", "text": "<http://127.0.0.1:8501/?run=demo&step=30|...>"},
+                   {"type": "section",
+                    "text": "<http://127.0.0.1:8501/run?run=demo&from=0&to=130|...>"},
                    {"type": "context", ...}]}
     generic_payload(facts, key, link) -> {"idempotency_key": key, "rule": ..., "value": null,
                                           "value_text": "NaN", ...}
@@ -57,14 +58,25 @@ def text_line(facts: dict) -> str:
     return _cut(line.rstrip(": "), TEXT_MAX)
 
 
+# a message's link opens the Run page this many steps either side of the alert's step: enough
+# to see what led to it, few enough to be drawn at full resolution
+AROUND_STEPS = 100
+
+
+def around(step: int) -> tuple[int, int]:
+    """The step range a link to ``step`` opens (from, to; inclusive)."""
+    return max(0, int(step) - AROUND_STEPS), int(step) + AROUND_STEPS
+
+
 def link(base_url: str, facts: dict) -> str | None:
-    """The dashboard showing that run around that step, or None without a base address."""
+    """The dashboard's Run page zoomed around that step (the whole run without one), or None
+    without a base address: ``http://127.0.0.1:8501/run?run=demo&from=0&to=130``."""
     if not base_url or not facts.get("run"):
         return None
     params = {"run": facts["run"]}
     if facts.get("step") is not None:
-        params["step"] = facts["step"]
-    return f"{base_url.rstrip('/')}/?{urlencode(params)}"
+        params["from"], params["to"] = around(facts["step"])
+    return f"{base_url.rstrip('/')}/run?{urlencode(params)}"
 
 
 def number(value) -> str:

@@ -97,13 +97,7 @@ def parse(name: str, text: str) -> Query:
     meta = {"title": name, "description": ""}
     params: dict[str, Param] = {}
     identifiers: dict[str, Param] = {}
-    for line in text.splitlines():
-        match = _HEADER.match(line.strip())
-        if not match:
-            if line.strip() and not line.lstrip().startswith("--"):
-                break
-            continue
-        key, pname, value = match.groups()
+    for key, pname, value in _header_entries(text):
         if key in ("param", "identifier"):
             example = _EXAMPLE.search(value)
             target = params if key == "param" else identifiers
@@ -112,6 +106,22 @@ def parse(name: str, text: str) -> Query:
         else:
             meta[key] = value.strip()
     return Query(name, meta["title"], meta["description"], text, params, identifiers)
+
+
+def _header_entries(text: str) -> list[tuple[str, str, str]]:
+    """(key, name, value) of each header entry; an indented ``--`` line continues the entry
+    above it (a description over several lines is read whole)."""
+    entries: list[list[str]] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        match = _HEADER.match(stripped)
+        if match:
+            entries.append(list(match.groups()))
+        elif stripped.startswith("--  ") and entries:
+            entries[-1][2] += " " + stripped[2:].strip()
+        elif stripped and not stripped.startswith("--"):
+            break
+    return [tuple(e) for e in entries]
 
 
 @functools.cache

@@ -21,6 +21,7 @@ from app.db import queries
 from app.db.readonly import SqlResult, jsonable, run_readonly
 from app.diagnose.report import KEYS as INCIDENT_KEYS
 from app.errors import CliffwatchError
+from app.read.named import named
 from app.server.alert_routes import ROUTES as ALERT_ROUTES
 from app.server.endpoint import body as _body
 from app.server.endpoint import guarded as _guarded
@@ -50,18 +51,6 @@ async def _limited(run):
         return await _threaded(run)
     finally:
         state.adhoc_slots.release()
-
-
-def named(name: str, params: dict | None = None) -> SqlResult:
-    """Run a named read query through the read-only helper, on this thread's cursor."""
-    if "/" in name:
-        raise CliffwatchError(f"no query named {name!r}", status=404)
-    state = current()
-    query = queries.load(name)
-    return run_readonly(state.monitor.db.cursor(), query.text(), params=query.bind(params or {}),
-                        max_rows=state.settings.sql_max_rows,
-                        time_limit=state.settings.sql_time_limit,
-                        max_bytes=state.settings.sql_max_bytes)
 
 
 @_guarded

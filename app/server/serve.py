@@ -35,6 +35,7 @@ from app.diagnose.worker import DiagnosisWorker
 from app.errors import CliffwatchError
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor, default_db
+from app.read.tiles import TileWorker
 from app.server.guard import Guard, GuardMiddleware, is_loopback
 from app.server.routes import ROUTES
 from app.settings import describe
@@ -63,6 +64,9 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
         diagnosis = DiagnosisWorker(monitor.db, settings)
         worker.listeners.append(diagnosis.poke)
         diagnosis.start()
+        tiles = TileWorker(monitor.db)  # chart rollups; ingest only pokes it
+        worker.listeners.append(tiles.poke)
+        tiles.start()
         # ingest and diagnosis only poke: rules run in their own thread, webhooks in theirs
         delivery = DeliveryWorker(monitor.db, settings, url)
         alerts = AlertWorker(monitor.db, rules, settings, delivery.targets,
@@ -83,6 +87,7 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
             state.set_current(None)
             worker.stop()
             diagnosis.stop()
+            tiles.stop()
             alerts.stop()
             delivery.stop()
             monitor.close()
@@ -125,6 +130,8 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
                     "global.developmentMode": False, "client.toolbarMode": "minimal",
+                    # a bug of ours shows its type on the page; the trace goes to the log
+                    "client.showErrorDetails": "type",
                     # our line above names the URL (with its token); Streamlit's would not,
                     # and for a wildcard bind it asks a web service for the external address
                     "logger.hideWelcomeMessage": True, **streamlit_protection(guard)})

@@ -147,7 +147,7 @@ def test_without_webhook_each_notification_is_one_log_line(db, start_worker, cap
     lines = [r.getMessage() for r in caplog.records if r.name == "cliffwatch.alerts"]
     assert len(lines) == 3
     assert lines[0].startswith("alert: [CRITICAL] loss-high on demo: loss > 5")
-    assert "http://dash:8501/?run=demo&step=100" in lines[0]
+    assert "http://dash:8501/run?run=demo&from=0&to=200" in lines[0]
 
 
 def test_the_url_never_reaches_logs_errors_or_tables(receiver, db, start_worker, caplog):
@@ -200,7 +200,7 @@ def test_webhook_flag_repeats_and_env_url_alias(monkeypatch):
 
 def test_slack_payload_keeps_within_slack_limits():
     long = facts(1, rule="r" * 300, causes=["c" * 5000] * 3, evidence=["<!channel> & co"] * 2)
-    payload = webhook.slack_payload(long, "key1", "http://h:1/?run=demo&step=101")
+    payload = webhook.slack_payload(long, "key1", "http://h:1/run?run=demo&from=1&to=201")
     header, section = payload["blocks"][0], payload["blocks"][1]
     assert header["type"] == "header" and len(header["text"]["text"]) <= 150
     assert header["text"]["text"].startswith("CRITICAL: rrr")
@@ -210,7 +210,8 @@ def test_slack_payload_keeps_within_slack_limits():
     assert names == ["*Run*", "*Metric*", "*Value*", "*Typical value*", "*Step*", "*Causes*",
                      "*Evidence*"]
     assert "&lt;!channel&gt; &amp; co" in section["fields"][-1]["text"]
-    assert "<http://h:1/?run=demo&step=101|Open demo around step 101>" in json.dumps(payload)
+    link = "<http://h:1/run?run=demo&from=1&to=201|Open demo around step 101>"
+    assert link in json.dumps(payload)
 
 
 @pytest.mark.parametrize(("kind", "start"), [("firing", "[CRITICAL] loss-high on demo"),
@@ -229,8 +230,12 @@ def test_generic_payload_has_the_same_facts_and_the_key():
 
 
 def test_link_points_at_the_run_around_the_step():
+    # the Run page zoomed on the alert's step (issue 9), not the old /?run=R&step=S
     assert webhook.link("http://127.0.0.1:8501/", {"run": "a b&c", "step": 7}) == (
-        "http://127.0.0.1:8501/?run=a+b%26c&step=7")
+        "http://127.0.0.1:8501/run?run=a+b%26c&from=0&to=107")
+    assert webhook.link("http://h:1", {"run": "demo", "step": 500}) == (
+        "http://h:1/run?run=demo&from=400&to=600")
+    assert webhook.link("http://h:1", {"run": "demo"}) == "http://h:1/run?run=demo"
     assert webhook.link("", {"run": "demo"}) is None
 
 

@@ -96,7 +96,7 @@ def test_nan_at_30_to_32_fires_once_then_resolves_once(served, hook):
     sent = messages(hook, "nan-loss", "nan1")
     assert [m["text"].split(":")[0] for m in sent] == ["[CRITICAL] nan-loss on nan1", "RESOLVED"]
     assert "step 30" in sent[0]["text"]
-    assert f"{server.url}/?run=nan1&step=30" in json.dumps(sent[0]["blocks"])
+    assert f"{server.url}/run?run=nan1&from=0&to=130" in json.dumps(sent[0]["blocks"])
 
 
 def test_stall_fires_within_7s_and_resolves_when_lines_return(served, hook):

@@ -1,49 +1,210 @@
-"""Chart builders are pure functions: a DataFrame in, a Vega-Lite spec out."""
+"""Chart builders are pure functions: frames in the contract's shapes in, a Vega-Lite spec out.
+Where position matters the spec is laid out by vl-convert (Vega itself, no browser) and the
+marks are read back from its scenegraph."""
 
 from __future__ import annotations
 
+import json
 import re
+from itertools import pairwise
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import vl_convert
 
-from app.dashboard.charts import metric_line
+from app.dashboard import charts, export
 
-FRAME = pd.DataFrame({"step": [1, 2, 3, 4], "loss": [2.0, 1.5, 9.0, 1.2], "attempt": [1, 1, 2, 2],
-                      "elapsed_s": [1.0, 2.0, 3.0, 4.0]})
-
-
-def test_metric_line_plots_the_metric_per_attempt():
-    spec = metric_line(FRAME, "loss").to_dict()
-    assert spec["mark"]["type"] == "line"
-    assert spec["encoding"]["y"]["field"] == "value"
-    assert spec["encoding"]["y"]["title"] == "loss"
-    assert spec["encoding"]["color"]["field"] == "attempt"
-    assert spec["title"] == "loss"
+SEED = Path(__file__).resolve().parents[2] / "samples" / "seed-cliff"
+WIDTH = 1000  # px of the plot, so that a pixel maps back to x by one factor
 
 
-def test_markers_become_rules_with_their_labels():
-    markers = pd.DataFrame({"step": [2, 3], "marker": ["checkpoint", "incident"],
-                            "label": ["checkpoint, loop blocked 11.3 s", "spike in loss"]})
-    spec = metric_line(FRAME, "loss", markers).to_dict()
-    line, rules = spec["layer"]
-    assert line["mark"]["type"] == "line"
-    assert rules["mark"]["type"] == "rule" and rules["encoding"]["x"]["field"] == "step"
-    data = spec["datasets"][rules["data"]["name"]]
-    assert [d["label"] for d in data] == ["checkpoint, loop blocked 11.3 s", "spike in loss"]
+def series_frame(rows: list[dict], metric: str = "loss", x: str = "step") -> pd.DataFrame:
+    """A full-resolution Series.frame (one row per line) from metric lines."""
+    xs = {"step": "step", "elapsed": "elapsed_s"}[x]
+    return pd.DataFrame({
+        "metric": metric, "attempt": [r.get("attempt", 1) for r in rows],
+        "x": [float(r[xs]) for r in rows], "step": [r["step"] for r in rows],
+        "value": [r[metric] for r in rows], "lo": [r[metric] for r in rows],
+        "hi": [r[metric] for r in rows], "lo_step": [r["step"] for r in rows],
+        "hi_step": [r["step"] for r in rows], "n": 1, "nonfinite": 0})
+
+
+def seed_lines(name: str) -> list[dict]:
+    return [json.loads(line) for line in (SEED / name).read_text().splitlines()]
+
+
+def seed_markers(x: str) -> pd.DataFrame:
+    """The markers frame of app.read.markers, built by hand from the seed's events: a
+    checkpoint spans its checkpoint_start..checkpoint_end, an epoch start is a rule."""
+    unit = {"step": "step", "elapsed": "elapsed_s"}[x]
+    rows, started = [], {}
+    for event in seed_lines("events.jsonl"):
+        if event["event"] == "checkpoint_start":
+            started[event["path"]] = event
+        elif event["event"] == "checkpoint_end":
+            start = started.pop(event["path"])
+            rows.append(("checkpoint", "", start[unit], event[unit], start["step"],
+                         event["step"], f"checkpoint {event['path']}: blocked "
+                         f"{event['blocked_s']} s"))
+        elif event["event"] == "epoch_start":
+            rows.append(("epoch", "", event[unit], event[unit], event["step"], event["step"],
+                         f"epoch {event['epoch']} starts"))
+    return pd.DataFrame(rows, columns=["kind", "detail", "x0", "x1", "step", "end_step",
+                                       "label"]).astype({"x0": float, "x1": float})
+
+
+def drawn(chart) -> list[tuple[str, list[dict]]]:
+    """(mark type, items) of every data mark, as Vega lays the chart out."""
+    scene = vl_convert.vegalite_to_scenegraph(chart.to_dict(), vl_version=export.VL_VERSION)
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if str(node.get("name")).endswith("marks"):  # "marks", "layer_0_marks"
+                found.append((node["marktype"], node.get("items", [])))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(scene)
+    return found
+
+
+def items(chart, marktype: str, stroke: str | None = None) -> list[dict]:
+    return [item for kind, found in drawn(chart) if kind == marktype for item in found
+            if stroke is None or item.get("stroke") == stroke]
+
+
+def datasets(spec: dict) -> list[list[dict]]:
+    return list(spec["datasets"].values())
+
+
+def layers(spec: dict) -> list[dict]:
+    """Every unit spec of a (nested) layer."""
+    if "layer" not in spec:
+        return [spec]
+    return [unit for child in spec["layer"] for unit in layers(child)]
+
+
+# -- the EMA ---------------------------------------------------------------------------------
+
+def test_ema_matches_tensorboard_by_hand():
+    """weight 0.6: last = 0.4 -> 0.4/0.4; 0.4*0.6 + 0.4*2 = 1.04 -> 1.04/0.64;
+    1.04*0.6 + 0.4*3 = 1.824 -> 1.824/0.784."""
+    assert charts.ema([1, 2, 3], 0.6) == pytest.approx([1.0, 1.625, 2.326530612244898])
+
+
+def test_ema_skips_nonfinite_points_without_advancing():
+    """NaN and inf pass through; the next finite point is smoothed as if they were not there
+    (the debias count is of finite points), as TensorBoard's classicSmoothing does."""
+    out = charts.ema([1, np.nan, 2, np.inf, 3], 0.6)
+    assert np.isnan(out[1]) and np.isinf(out[3])
+    assert out[[0, 2, 4]] == pytest.approx([1.0, 1.625, 2.326530612244898])
+
+
+@pytest.mark.parametrize(("values", "weight", "expected"), [
+    ([2.0, 2.0, 2.0], 0.9, [2.0, 2.0, 2.0]),   # constant: unchanged (tensorboard#786)
+    ([1.0, 5.0, 3.0], 0.0, [1.0, 5.0, 3.0]),   # no smoothing
+    ([1.0, 5.0], 1.0, [0.0, 0.0]),             # weight 1: TensorBoard's flat line
+    ([], 0.6, []),
+])
+def test_ema_edges(values, weight, expected):
+    assert list(charts.ema(values, weight)) == pytest.approx(expected)
+
+
+# -- metric charts --------------------------------------------------------------------------
+
+def frame(values=(2.0, 1.5, 9.0, 1.2), n=(1, 1, 1, 1), metric="loss") -> pd.DataFrame:
+    steps = [1, 2, 3, 4]
+    return pd.DataFrame({"metric": metric, "attempt": [1, 1, 2, 2], "x": [1.0, 2.0, 3.0, 4.0],
+                         "step": steps, "value": list(values), "lo": [v - 1 for v in values],
+                         "hi": [v + 1 for v in values], "lo_step": steps, "hi_step": steps,
+                         "n": list(n), "nonfinite": 0})
+
+
+def test_metric_chart_draws_a_line_per_attempt_with_a_zoom_brush():
+    spec = charts.metric_chart(frame(), "loss").to_dict()
+    units = layers(spec)
+    assert [u["mark"]["type"] for u in units] == ["line", "point"]
+    assert units[0]["encoding"]["color"]["field"] == "attempt"
+    assert spec["title"]["text"] == "loss"
+    (zoom,) = spec["params"]
+    assert zoom["name"] == charts.ZOOM == "zoom"
+    assert zoom["select"] == {"type": "interval", "encodings": ["x"]}
+
+
+def test_band_only_when_some_bucket_holds_more_than_one_line():
+    full = charts.metric_chart(frame(), "loss").to_dict()
+    assert "area" not in [u["mark"]["type"] for u in layers(full)]
+    assert set(datasets(full)[0][0]) == {"attempt", "x", "value"}  # no unused column embedded
+    bucketed = charts.metric_chart(frame(n=(1, 5, 1, 1)), "loss").to_dict()
+    band = layers(bucketed)[0]
+    assert band["mark"]["type"] == "area"
+    assert (band["encoding"]["y"]["field"], band["encoding"]["y2"]["field"]) == ("lo", "hi")
+    assert [r["hi"] for r in datasets(bucketed)[0]] == [3.0, 2.5, 10.0, 2.2]
+
+
+def test_smoothing_draws_the_raw_line_faint_behind_the_ema_per_attempt():
+    spec = charts.metric_chart(frame(), "loss", smooth=0.6).to_dict()
+    raw, smooth = [u for u in layers(spec) if u["mark"]["type"] == "line"]
+    assert raw["mark"]["opacity"] < 1 and "opacity" not in smooth["mark"]
+    assert smooth["encoding"]["y"]["field"] == "smooth"
+    rows = datasets(spec)[0]
+    # attempts are smoothed apart: attempt 2 starts afresh at its own first value
+    assert [r["smooth"] for r in rows] == pytest.approx(
+        [*charts.ema([2.0, 1.5], 0.6), *charts.ema([9.0, 1.2], 0.6)])
+
+
+def test_time_axis_is_temporal_in_milliseconds():
+    f = frame().assign(x=[1.7e9, 1.7e9 + 5, 1.7e9 + 10, 1.7e9 + 15])
+    marks = pd.DataFrame({"kind": ["epoch"], "detail": [""], "x0": [1.7e9 + 5],
+                          "x1": [1.7e9 + 5], "step": [2], "end_step": [2], "label": ["e"]})
+    chart = charts.metric_chart(f, "loss", x="time", markers=marks,
+                                x_domain=(1.7e9, 1.7e9 + 15))
+    spec = chart.to_dict()
+    xs = [u["encoding"]["x"] for u in layers(spec)]
+    assert {x["type"] for x in xs} == {"temporal"}
+    assert xs[0]["scale"]["domain"] == [1.7e12, (1.7e9 + 15) * 1000]
+    by_columns = {tuple(sorted(d[0])): d for d in datasets(spec)}
+    assert [r["x"] for r in by_columns[("attempt", "step", "value", "x")]][:2] == [
+        1.7e12, (1.7e9 + 5) * 1000]
+    assert by_columns[("detail", "kind", "label", "x0", "x1")][0]["x0"] == (1.7e9 + 5) * 1000
+
+
+def test_reference_line_at_the_typical_gap():
+    chart = charts.metric_chart(frame(metric="gap_s"), "gap_s", reference=5.0)
+    spec = chart.to_dict()
+    (rule,) = [u for u in layers(spec) if u["mark"]["type"] == "rule"]
+    assert rule["encoding"]["y"]["field"] == "typical"
+    assert spec["datasets"][rule["data"]["name"]] == [{"typical": 5.0}]
+    assert "typical 5" in spec["title"]["subtitle"]
+    assert [i["y"] for i in items(chart.properties(width=WIDTH), "rule")]  # it is drawn
+
+
+def test_one_dataset_per_frame():
+    """Layers of one frame share one dataset; only markers and the reference add theirs."""
+    chart = charts.metric_chart(frame(n=(1, 3, 1, 1)), "loss", smooth=0.6,
+                                markers=seed_markers("step"), reference=1.0)
+    assert len(chart.to_dict()["datasets"]) == 3
 
 
 @pytest.mark.parametrize("name", ["acc.top1", "eval:loss", "loss[0]", "a\\b", "x:Q"])
 def test_metric_names_with_field_syntax_are_plotted_as_they_are(name):
     """Vega-Lite reads "." and "[]" in a field as nesting and Altair reads ":" as a type:
     such a metric must still be drawn from its own values, under its own name."""
-    frame = FRAME.rename(columns={"loss": name})
-    spec = metric_line(frame, name).to_dict()
-    y = spec["encoding"]["y"]
-    assert y["title"] == name and y["type"] == "quantitative"
-    values = [vega_get(row, y["field"]) for row in spec["datasets"][spec["data"]["name"]]]
-    assert values == [2.0, 1.5, 9.0, 1.2]
-    assert spec["encoding"]["tooltip"][1]["title"] == name
+    for spec in (charts.metric_chart(frame(metric=name), name, smooth=0.5).to_dict(),
+                 charts.compare_chart({"a": frame(metric=name)}, name).to_dict()):
+        line = next(u for u in layers(spec) if u["mark"]["type"] == "line")
+        y = line["encoding"]["y"]
+        assert y["title"] == name and y["type"] == "quantitative"
+        rows = datasets(spec)[0]
+        assert [vega_get(row, y["field"]) for row in rows] == [2.0, 1.5, 9.0, 1.2]
+    points = next(u for u in layers(charts.metric_chart(frame(metric=name), name).to_dict())
+                  if u["mark"]["type"] == "point")
+    assert points["encoding"]["tooltip"][1]["title"] == name
 
 
 def vega_get(row: dict, field: str):
@@ -53,3 +214,155 @@ def vega_get(row: dict, field: str):
     for part in path:
         value = value[re.sub(r"\\(.)", r"\1", part)]
     return value
+
+
+# -- markers, laid out ------------------------------------------------------------------------
+
+CHECKPOINT, EPOCH = charts.MARKER_COLORS["checkpoint"], charts.MARKER_COLORS["epoch"]
+
+
+def test_markers_at_the_seed_events_in_elapsed_time():
+    """Each checkpoint is a span exactly as wide as checkpoint_start..checkpoint_end, each
+    epoch start a rule at its time."""
+    marks = seed_markers("elapsed")
+    loss = series_frame(seed_lines("metrics.jsonl"), x="elapsed")
+    chart = charts.metric_chart(loss, "loss", x="elapsed", markers=marks,
+                                x_domain=(0, 25000)).properties(width=WIDTH)
+    px = WIDTH / 25000
+    spans = [v / px for i in items(chart, "rect", CHECKPOINT)
+             for v in (i["x"], i["x"] + i["width"])]
+    assert spans == pytest.approx([10005.0, 10160.2, 20042.2, 20142.2])
+    rules = [i["x"] / px for i in items(chart, "rule", EPOCH)]
+    assert rules == pytest.approx([0.0, 10601.2, 21193.2])
+    # the label travels with each drawn span (the scenegraph keeps it in the description)
+    assert ["label: checkpoint ckpt/step-" in i["description"]
+            for i in items(chart, "rect", CHECKPOINT)] == [True, True]
+
+
+def test_a_checkpoint_inside_one_step_is_still_seen():
+    """In steps the seed's checkpoints start and end at the same step: a span of no width,
+    drawn with an outline so it shows."""
+    loss = series_frame(seed_lines("metrics.jsonl"))
+    chart = charts.metric_chart(loss, "loss", markers=seed_markers("step"),
+                                x_domain=(0, 5000)).properties(width=WIDTH)
+    px = WIDTH / 5000
+    spans = items(chart, "rect", CHECKPOINT)
+    assert [i["x"] / px for i in spans] == pytest.approx([2000, 4001])
+    assert [i["width"] for i in spans] == [0, 0]
+    assert all(i["strokeWidth"] >= charts.SPAN_OUTLINE_PX > 0 for i in spans)
+    assert [i["x"] / px for i in items(chart, "rule", EPOCH)] == pytest.approx([0, 2114, 4228])
+
+
+def test_incidents_are_coloured_by_kind_and_alerts_marked():
+    marks = pd.DataFrame({
+        "kind": ["incident", "incident", "alert", "resume"],
+        "detail": ["spike", "stall", "loss_spike: firing", ""], "x0": [10.0, 20.0, 30.0, 40.0],
+        "x1": [12.0, 20.0, 30.0, 40.0], "step": [10, 20, 30, 40], "end_step": [12, 20, 30, 40],
+        "label": ["spike in loss", "stall", "alert", "resume"]})
+    chart = charts.markers_layer(marks).properties(width=WIDTH)
+    colors = charts.MARKER_COLORS
+    assert [i["fill"] for i in items(chart, "rect")] == [colors["spike"], colors["stall"]]
+    assert [i["stroke"] for i in items(chart, "rule")] == [colors["alert"], colors["resume"]]
+    tooltip = chart.to_dict()["layer"][0]["encoding"]["tooltip"]
+    assert tooltip == {"field": "label", "type": "nominal"}
+
+
+# -- bucket strip ------------------------------------------------------------------------------
+
+def seed_strip(lines: list[dict]) -> pd.DataFrame:
+    """app.read.strip's frame, built by hand: a line's micro-batches split the interval from
+    the previous line to this one evenly."""
+    rows, previous = [], 0.0
+    for line in lines:
+        width = (line["step"] - previous) / len(line["buckets"])
+        for micro, bucket in enumerate(line["buckets"]):
+            rows.append((previous + micro * width, previous + (micro + 1) * width,
+                         line["step"], micro, bucket, 1.0))
+        previous = float(line["step"])
+    return pd.DataFrame(rows, columns=["x0", "x1", "step", "micro", "bucket", "share"])
+
+
+def test_bucket_strip_has_one_cell_per_micro_batch():
+    lines = seed_lines("metrics.jsonl")[:300]  # under Altair's 5,000 embedded rows
+    buckets = [b for line in lines for b in line["buckets"]]
+    chart = charts.bucket_strip(seed_strip(lines)).properties(width=WIDTH)
+    spec = chart.to_dict()
+    assert [r["bucket"] for r in datasets(spec)[0]] == buckets
+    assert spec["encoding"]["color"] == {**spec["encoding"]["color"], "field": "bucket",
+                                         "type": "nominal"}
+    cells = items(chart, "rect")
+    assert len(cells) == len(buckets)
+    # cells tile the run: each starts where the previous one ended
+    assert all(a["x"] + a["width"] == pytest.approx(b["x"]) for a, b in pairwise(cells))
+
+
+def test_bucket_strip_shows_merged_cells_fainter():
+    strip = pd.DataFrame({"x0": [0.0, 1.0], "x1": [1.0, 2.0], "step": [1, 2], "micro": [0, 0],
+                          "bucket": [3, 3], "share": [1.0, 0.25]})
+    full, merged = items(charts.bucket_strip(strip), "rect")
+    assert merged["opacity"] < full["opacity"]
+
+
+# -- pages' helpers, compare, SQL, export -----------------------------------------------------
+
+def test_stacked_charts_share_one_zoom_brush_and_x():
+    marks = seed_markers("step")
+    loss = charts.metric_chart(frame(), "loss", markers=marks)
+    acc = charts.metric_chart(frame(metric="accuracy"), "accuracy", markers=marks)
+    strip = charts.bucket_strip(seed_strip(seed_lines("metrics.jsonl")[:20]))
+    spec = charts.run_charts([loss, strip, acc]).to_dict()
+    assert [p["name"] for p in spec["params"]] == ["zoom"]
+    assert spec["resolve"]["scale"]["x"] == "shared"
+    vl_convert.vegalite_to_vega(spec, vl_version=export.VL_VERSION)  # a valid spec
+
+
+@pytest.mark.parametrize(("x", "zoom", "expected"), [
+    ("step", {"x": [598.13, 1061.68]}, (598, 1062)),
+    ("elapsed", {"x": [15.0, 31.0]}, (2, 3)),
+    # Streamlit hands a temporal brush back as integer milliseconds
+    ("time", {"x": [1_700_000_004_000, 1_700_000_011_000]}, (2, 3)),
+    ("step", {}, None),
+    ("elapsed", {"x": [100.0, 200.0]}, None),
+])
+def test_selected_steps_maps_a_brush_to_the_url_range(x, zoom, expected):
+    xs = {"step": [1.0, 2.0, 3.0, 4.0], "elapsed": [5.0, 20.0, 30.0, 40.0],
+          "time": [1.7e9, 1.7e9 + 5, 1.7e9 + 10, 1.7e9 + 15]}[x]
+    assert charts.selected_steps(zoom, frame().assign(x=xs), x) == expected
+
+
+def test_compare_chart_colours_each_run():
+    spec = charts.compare_chart({"a": frame(), "b": frame(n=(1, 4, 1, 1))}, "loss").to_dict()
+    area, line = layers(spec)
+    assert area["mark"]["type"] == "area"  # run b was bucketed
+    assert line["encoding"]["color"]["field"] == "run"
+    assert line["encoding"]["detail"]["field"] == "attempt"
+    assert [r["run"] for r in datasets(spec)[0]] == ["a"] * 4 + ["b"] * 4
+
+
+@pytest.mark.parametrize(("result", "mark", "x_type", "columns"), [
+    (pd.DataFrame({"step": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "acc.top1": [0.1, 0.2, 0.3]}),
+     "line", "quantitative", {"loss", "acc.top1"}),
+    (pd.DataFrame({"run": ["a", "b"], "count(*)": [10, 20]}), "bar", "nominal", {"count(*)"}),
+    (pd.DataFrame({"loss": [3.0, 2.0, 1.0]}), "line", "quantitative", {"loss"}),
+    (pd.DataFrame({"t": pd.to_datetime(["2026-01-01", "2026-01-02"]), "n": [1, 2]}),
+     "line", "temporal", {"n"}),
+])
+def test_quick_chart_draws_numeric_columns(result, mark, x_type, columns):
+    spec = charts.quick_chart(result).to_dict()
+    assert spec["mark"]["type"] == mark and spec["encoding"]["x"]["type"] == x_type
+    assert {r["column"] for r in datasets(spec)[0]} == columns
+
+
+@pytest.mark.parametrize("result", [
+    pd.DataFrame({"count_star()": [42]}),            # one row: nothing to chart
+    pd.DataFrame({"run": ["a", "b"], "state": ["live", "failed"]}),
+    pd.DataFrame(),
+])
+def test_quick_chart_none_when_nothing_to_draw(result):
+    assert charts.quick_chart(result) is None
+
+
+def test_png_export():
+    chart = charts.metric_chart(frame(n=(1, 2, 1, 1)), "loss", smooth=0.6,
+                                markers=seed_markers("step"), reference=2.0)
+    assert export.png(chart).startswith(b"\x89PNG\r\n\x1a\n")

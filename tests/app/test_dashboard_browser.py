@@ -1,4 +1,13 @@
-"""The dashboard in headless Chromium: a run's loss chart grows while `replay` writes it."""
+"""The dashboard in headless Chromium against the real server, while `replay` writes the seed
+run as the live run "live" (200x faster than it was logged: 20 lines a second).
+
+One server, one replay and one browser for the module; each test opens its page by URL. A
+screenshot of each page lands in $CLIFFWATCH_ARTIFACTS (or the test's tmp dir), never in git.
+
+Charts are Vega-Lite drawn as SVG (Streamlit picks SVG below 2,000 points a chart), so their
+titles, axes and marks are in the DOM with Vega's ARIA labels: an x axis reads "X-axis titled
+'step' for a linear scale with values from 100 to 300", a marker's mark carries its tooltip.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +19,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, Server, stop_process, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHART = "[data-testid=stVegaLiteChart]"
+# fires on the replay's first line (the seed's loss starts near 0.8)
+RULES = """
+[[rule]]
+name = "loss-above-half"
+type = "threshold"
+severity = "critical"
+metric = "loss"
+op = ">"
+value = 0.5
+"""
+PANELS = ["loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "gap_s", "gap_steps",
+          "buckets"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
@@ -31,28 +53,138 @@ def browser():
         browser.close()
 
 
-def lines_shown(page) -> int:
-    caption = page.get_by_text(re.compile(r"^\d+ lines, last step")).first
-    caption.wait_for(timeout=30_000)
-    return int(caption.inner_text().split()[0])
-
-
-def test_loss_chart_grows_while_replay_writes(tmp_path, make_server, browser):
-    logdir = tmp_path / "logs"
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The server, with the replay of the seed under way in LOGDIR/live."""
+    base = tmp_path_factory.mktemp("dash")
+    logdir = base / "logs"
     logdir.mkdir()
-    server = make_server(logdir)
+    rules = base / "rules.toml"
+    rules.write_text(RULES)
+    server = Server(logdir, "--rules", str(rules))
     writer = subprocess.Popen([sys.executable, "-m", "app", "replay", str(SAMPLES / "seed-cliff"),
-                               "--to", str(logdir / "live"), "--speed", "200"], cwd=ROOT)
+                               "--to", str(logdir / "live"), "--speed", "200"], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.goto(server.url)
-        first = lines_shown(page)
-        page.locator("[data-testid=stVegaLiteChart]").first.wait_for(timeout=30_000)
-        assert page.get_by_text("loss", exact=True).count() >= 1
-        page.wait_for_function(
-            "n => [...document.querySelectorAll('p')].some(p => /^\\d+ lines/.test(p.innerText)"
-            " && parseInt(p.innerText) > n)", arg=first, timeout=30_000)
-        assert lines_shown(page) > first
+        wait_for(lambda: lines(server) >= 40, timeout=30, interval=0.2)
+        yield server
     finally:
-        writer.terminate()
-        writer.wait()
+        stop_process(writer)
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    folder = os.environ.get("CLIFFWATCH_ARTIFACTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def page(browser, live, artifacts, request):
+    page = browser.new_page(viewport={"width": 1400, "height": 2600})
+    yield page
+    page.screenshot(path=str(artifacts / f"{request.node.name}.png"), full_page=True)
+    page.close()
+
+
+def lines(server) -> int:
+    response = server.sql("SELECT count(*) FROM metrics")
+    return response.json()["rows"][0][0] if response.status_code == 200 else 0
+
+
+def chart(page, title: str):
+    """The chart whose title (the SVG text Vega draws) is exactly `title`."""
+    return page.locator(CHART).filter(has=page.locator("svg text", has_text=re.compile(
+        rf"^{re.escape(title)}$")))
+
+
+def last_step(page) -> int:
+    caption = page.get_by_text(re.compile(r"^\d+ lines, last step \d+")).first
+    caption.wait_for(timeout=30_000)
+    return int(re.search(r"last step (\d+)", caption.inner_text()).group(1))
+
+
+def test_run_page_draws_every_panel_the_strip_and_the_markers(page, live):
+    page.goto(f"{live.url}/run?run=live")
+    for title in PANELS:
+        chart(page, title).first.wait_for(timeout=30_000)
+    assert page.locator(CHART).count() == len(PANELS)
+    loss = chart(page, "loss").first
+    # markers with their tooltips as ARIA labels: the epoch rule at step 0, the alert firing
+    for kind in ("epoch", "loss-above-half"):
+        loss.locator(f"[aria-label*='{kind}']").first.wait_for(state="attached",
+                                                                timeout=10_000)
+    strip = chart(page, "buckets").first  # cells drawn (SVG while under 2,000 of them)
+    wait_for(lambda: strip.locator("svg path").count() > 50, timeout=10)
+    gap = chart(page, "gap_s").first
+    assert gap.locator("svg text", has_text="typical").count() >= 1  # the reference line
+
+
+def test_new_steps_appear_without_a_reload(page, live):
+    page.goto(f"{live.url}/run?run=live")
+    first = last_step(page)
+    page.wait_for_function(
+        "n => [...document.querySelectorAll('p')].some(p => {"
+        "  const m = /last step (\\d+)/.exec(p.innerText); return m && parseInt(m[1]) > n; })",
+        arg=first, timeout=5_000)
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+
+
+def test_a_url_with_from_and_to_opens_zoomed_on_that_range(page, live):
+    page.goto(f"{live.url}/run?run=live&from=100&to=300&metrics=loss")
+    page.get_by_text("zoomed on steps 100–300").first.wait_for(timeout=30_000)
+    axis = chart(page, "loss").first.locator("[aria-label^='X-axis']").first
+    axis.wait_for(state="attached", timeout=30_000)
+    label = axis.get_attribute("aria-label")
+    assert re.search(r"values from 100 to 300", label), label
+    assert page.get_by_label("from step").input_value() == "100"
+
+
+def test_dragging_across_a_chart_zooms_and_writes_the_range_to_the_url(page, live):
+    page.goto(f"{live.url}/run?run=live&metrics=loss")
+    loss = chart(page, "loss").first
+    loss.wait_for(timeout=30_000)
+    box = loss.bounding_box()
+    y = box["y"] + box["height"] * 0.4
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=8)
+    page.mouse.up()
+    page.get_by_text("zoomed on steps").first.wait_for(timeout=10_000)
+    wait_for(lambda: "from=" in page.evaluate("window.location.href"), timeout=5)
+    assert "to=" in page.evaluate("window.location.href")
+
+
+def test_sql_page_runs_a_count_and_shows_the_number(page, live):
+    page.goto(f"{live.url}/sql")
+    before = lines(live)
+    editor = page.get_by_role("textbox", name="query")
+    editor.wait_for(timeout=30_000)
+    editor.fill("SELECT count(*) FROM metrics")
+    page.get_by_role("button", name="Run").click()
+    value = page.locator("[data-testid=stMetricValue]").first
+    value.wait_for(timeout=30_000)
+    shown = int(value.inner_text())
+    assert before <= shown <= lines(live)
+    # the query is in the URL: the link runs it again
+    assert "q=SELECT" in page.evaluate("window.location.href")
+
+
+def test_alerts_page_shows_the_firing_alert(page, live):
+    page.goto(f"{live.url}/alerts")
+    page.get_by_text(re.compile(r"loss-above-half on live is firing")).first.wait_for(
+        timeout=30_000)
+    page.get_by_role("button", name="Send test message").wait_for()
+    # the navigation is main.py's (titled pages), not a folder listing of the page files
+    for title in ("Runs", "Run", "Compare", "Incidents", "Alerts", "SQL"):
+        page.get_by_role("link", name=title, exact=True).wait_for(timeout=5_000)
+
+
+def test_runs_page_links_each_run_to_its_run_page(page, live):
+    page.goto(live.url)
+    page.locator("[data-testid=stDataFrame]").first.wait_for(timeout=30_000)
+    page.goto(f"{live.url}/?run=live&step=200")  # the link in messages sent before issue 9
+    page.get_by_text("zoomed on steps 100–300").first.wait_for(timeout=30_000)
+    assert "/run?" in page.url

@@ -118,3 +118,13 @@ def test_attempts_summary_and_downsample(fixture_db):
     assert (summary["lines"], summary["last_step"], summary["checkpoints"]) == (2230, 4499, 2)
     points = named(monitor, "downsample", run="seed-cliff", metric="loss", points=200)
     assert len(points) < 400 and (2029, 13.0) in {(p["step"], p["value"]) for p in points}
+
+
+def test_a_header_entry_over_several_lines_is_read_whole():
+    """The SQL page shows a query's description as help: it used to stop at the first line."""
+    query = queries.parse("q", "-- title: T\n-- description: Seconds between lines and\n"
+                               "--   the ratio to the median.\n"
+                               "-- param run: run id (example: 'demo')\nSELECT 1\n-- not header")
+    assert query.description == "Seconds between lines and the ratio to the median."
+    assert query.params["run"].example == "'demo'"
+    assert queries.load("time_gaps").description.endswith("ratio 16.7.")

@@ -1,0 +1,273 @@
+"""The pages' access to data and to the URL: this thread's cursor, cached reads, and the
+query parameters that hold each page's state (so a link reproduces what is on screen)::
+
+    /run?run=seed-cliff&from=1900&to=2100&metrics=loss,grad_norm&x=elapsed&smooth=0.8
+    -> RunView(run="seed-cliff", lo=1900, hi=2100, metrics=["loss", "grad_norm"],
+               x="elapsed", smooth=0.8), problems=[]
+    /run?run=seed-cliff&from=abc&x=hours
+    -> RunView(run="seed-cliff", lo=None, ...), problems=["from must be a whole step number
+       such as 1200, not 'abc'; showing the whole run", "x must be step, elapsed or time ..."]
+
+Reads are cached with ``st.cache_data`` keyed on ``series.version(cursor, run)``, which changes
+only when the run gets lines, so a page refreshing an idle run every 2 s costs one cheap
+query. Cached functions cannot take a cursor (it is not hashable and belongs to a thread):
+they take the run and its version and get this thread's cursor themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from app import state as server_state
+from app.errors import CliffwatchError
+
+X_UNITS = ("step", "elapsed", "time")
+DEFAULT_SMOOTH = 0.6
+MAX_SMOOTH = 0.99
+# the panels of the Run page, top to bottom, when the run has them
+DEFAULT_METRICS = ("loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "gap_s",
+                   "gap_steps")
+GAP_METRICS = ("gap_s", "gap_steps")
+# ingest this far behind the files on disk is worth telling the reader: the charts lag too
+LAG_WARN_S = 30.0
+REFRESH_S = 2
+POINTS = 1000  # points per chart's series: bounded whatever the run's length (issue 9)
+
+
+# ---- the server's state -----------------------------------------------------------------
+
+def state():
+    """The server's state, or an explanation on the page (and the script stops) while the
+    server is starting or after it went away."""
+    try:
+        return server_state.current()
+    except CliffwatchError as exc:
+        st.info(f"cliffwatch: {exc}.")
+        st.stop()
+
+
+def cursor():
+    return server_state.current().monitor.db.cursor()
+
+
+def logdir() -> str:
+    return str(state().monitor.logdir)
+
+
+def health_warning() -> None:
+    """An st.warning when ingest is failing or falling behind the logs on disk."""
+    worker = getattr(state(), "worker", None)
+    if worker is None:
+        return
+    failure = worker.failure
+    if failure:
+        st.warning(f"{failure}. The charts show what was stored before it; "
+                   "`GET /api/health` says when ingest recovers.")
+        return
+    lag = worker.lag_s()
+    if lag > LAG_WARN_S:
+        st.warning(f"Ingest is {lag:.0f} s behind the log files, so the charts lag too. "
+                   "A burst of old logs is being caught up; if it stays, see `GET /api/health` "
+                   "or raise --memory-limit / --chunk-bytes.")
+
+
+def guarded(body, *args) -> None:
+    """Run a page's body; a user-facing error or a database that went away is a message,
+    never a traceback."""
+    try:
+        body(*args)
+    except CliffwatchError as exc:
+        st.error(str(exc))
+    except duckdb.Error as exc:
+        st.warning(f"The monitor's database stopped answering ({type(exc).__name__}: {exc}). "
+                   "If the server was stopped, start it again with `python -m app serve`, "
+                   "then reload this page.")
+
+
+# ---- cached reads -------------------------------------------------------------------------
+
+def version(run: str) -> tuple:
+    from app.read import series as series_mod
+
+    return tuple(series_mod.version(cursor(), run))
+
+
+@st.cache_data(ttl=1.0, show_spinner=False)
+def runs_table() -> pd.DataFrame:
+    # every run at once: no single version to key on, so a short time to live instead
+    from app.read import runs as runs_mod
+
+    alerts = getattr(server_state.current(), "alerts", None)  # its stall rule judges "stalled"
+    return runs_mod.runs_table(cursor(), rules=getattr(alerts, "rules", None))
+
+
+def run_names() -> list[str]:
+    table = runs_table()
+    return [] if table.empty else table["run"].astype(str).tolist()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def metric_names(run: str, version: tuple) -> list[str]:
+    from app.read import series as series_mod
+
+    return series_mod.metric_names(cursor(), run)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def axes(run: str, version: tuple) -> list[str]:
+    from app.read import series as series_mod
+
+    return series_mod.axes(cursor(), run)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def step_span(run: str, version: tuple):
+    from app.read import series as series_mod
+
+    return series_mod.step_span(cursor(), run)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def typical_gap(run: str, version: tuple):
+    from app.read import series as series_mod
+
+    return series_mod.typical_gap(cursor(), run)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int = POINTS):
+    from app.read import series as series_mod
+
+    return series_mod.series(cursor(), run, list(metrics), lo=lo, hi=hi, x=x, points=points)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def gaps(run: str, version: tuple, lo, hi, x: str, points: int = POINTS):
+    from app.read import series as series_mod
+
+    return series_mod.gaps(cursor(), run, lo=lo, hi=hi, x=x, points=points)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def markers(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
+    from app.read import markers as markers_mod
+
+    return markers_mod.markers(cursor(), run, lo=lo, hi=hi, x=x)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def strip(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
+    from app.read import strip as strip_mod
+
+    return strip_mod.bucket_strip(cursor(), run, lo=lo, hi=hi, x=x)
+
+
+@st.cache_data(ttl=1.0, show_spinner=False)
+def incidents_table(run: str | None, kinds: tuple | None) -> pd.DataFrame:
+    from app.read import incidents as incidents_mod
+
+    return incidents_mod.incidents_table(cursor(), run=run, kinds=list(kinds) if kinds else None)
+
+
+# ---- the URL --------------------------------------------------------------------------------
+
+@dataclass
+class RunView:
+    """What the Run page shows, as its URL says; lo/hi are steps (inclusive, None = open)."""
+    run: str | None = None
+    lo: int | None = None
+    hi: int | None = None
+    metrics: list[str] | None = None  # None: the default panels the run has
+    x: str = "step"
+    smooth: float = DEFAULT_SMOOTH
+    step: int | None = None  # the old alert link's /?run=R&step=S
+    problems: list[str] = field(default_factory=list)
+
+
+def parse_step(params: Mapping, name: str, problems: list[str]) -> int | None:
+    text = (params.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(float(text)) if float(text).is_integer() else None
+    except ValueError:
+        value = None
+    if value is None or value < 0:
+        problems.append(f"{name} must be a whole step number such as 1200, not {text!r}; "
+                        "showing the whole run")
+        return None
+    return value
+
+
+def parse_run_view(params: Mapping) -> RunView:
+    """The Run page's state from its query parameters; each bad value becomes a message in
+    ``problems`` and its default is used instead."""
+    problems: list[str] = []
+    view = RunView(run=(params.get("run") or "").strip() or None, problems=problems)
+    view.lo, view.hi = parse_step(params, "from", problems), parse_step(params, "to", problems)
+    if view.lo is not None and view.hi is not None and view.lo > view.hi:
+        problems.append(f"from ({view.lo}) is after to ({view.hi}); showing the whole run")
+        view.lo = view.hi = None
+    view.step = parse_step(params, "step", problems)
+    names = [m.strip() for m in (params.get("metrics") or "").split(",") if m.strip()]
+    view.metrics = names or None
+    x = (params.get("x") or "step").strip()
+    if x not in X_UNITS:
+        problems.append(f"x must be one of {', '.join(X_UNITS)}, not {x!r}; using step")
+        x = "step"
+    view.x = x
+    view.smooth = parse_smooth(params.get("smooth"), problems)
+    return view
+
+
+def parse_smooth(text, problems: list[str]) -> float:
+    if text is None or not str(text).strip():
+        return DEFAULT_SMOOTH
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= MAX_SMOOTH:
+        problems.append(f"smooth must be a number from 0 (raw) to {MAX_SMOOTH}, not {text!r}; "
+                        f"using {DEFAULT_SMOOTH}")
+        return DEFAULT_SMOOTH
+    return value
+
+
+def parse_list(params: Mapping, name: str) -> list[str]:
+    return [v.strip() for v in (params.get(name) or "").split(",") if v.strip()]
+
+
+def around(step: int) -> tuple[int, int]:
+    """The range the old alert link /?run=R&step=S opens (the same rule as the new link)."""
+    from app.alerts.webhook import around as webhook_around
+
+    return webhook_around(step)
+
+
+def set_params(**values) -> None:
+    """Write page state to the URL: None or "" removes a parameter."""
+    for name, value in values.items():
+        if value is None or value == "" or value == []:
+            st.query_params.pop(name, None)
+        elif isinstance(value, list | tuple):
+            st.query_params[name] = ",".join(str(v) for v in value)
+        else:
+            st.query_params[name] = str(value)
+
+
+def run_url(run: str, lo: int | None = None, hi: int | None = None) -> str:
+    """A relative link to the Run page (relative, so a base path or proxy still works)."""
+    from urllib.parse import urlencode
+
+    params = {"run": run}
+    if lo is not None:
+        params["from"] = int(lo)
+    if hi is not None:
+        params["to"] = int(hi)
+    return f"./run?{urlencode(params)}"

@@ -1,0 +1,150 @@
+"""Alerts page (``/alerts``): the rules in force, each (rule, run)'s state, silences, and the
+recent notifications with every delivery attempt; a test message and a silence form.
+
+What firing looks like on the page::
+
+    loss-high on live is firing since step 212: loss 5.31 > 5
+"""
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from app.alerts.duration import parse_duration
+from app.alerts.webhook import parse_facts
+from app.dashboard import source
+from app.errors import CliffwatchError
+
+ACTIVE = ("firing", "pending")
+
+
+def attempts(outbox: list[dict]) -> str:
+    """One line per target: its status and each attempt's outcome."""
+    parts = []
+    for row in outbox:
+        tries = ", ".join(f"#{d.get('attempt')} {d.get('outcome')}"
+                          + (f" {d['http_status']}" if d.get("http_status") else "")
+                          + (f" ({d['error']})" if d.get("error") else "")
+                          for d in row.get("deliveries") or [])
+        parts.append(f"{row.get('target')}: {row.get('status')}" + (f" [{tries}]" if tries else ""))
+    return "; ".join(parts) or "not sent to any target"
+
+
+def when(seconds) -> str:
+    if seconds is None or pd.isna(seconds):  # a column with a None arrives as NaN
+        return ""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+def readable_times(frame: pd.DataFrame) -> pd.DataFrame:
+    """Unix-second columns (``*_time``) as local date and time, as the rest of the page."""
+    for column in [c for c in frame.columns if c.endswith("_time")]:
+        frame[column] = frame[column].map(when)
+    return frame
+
+
+def summary_of(detail) -> str | None:
+    """The sentence an alert state's detail (its facts, as JSON) carries."""
+    facts = parse_facts(detail)
+    return (facts.get("facts") or {}).get("summary") or (
+        facts.get("pending_facts") or {}).get("summary") or facts.get("summary")
+
+
+def active_states(states: list[dict]) -> None:
+    """Firing and pending alerts as text (a table is a canvas: a reader searches text)."""
+    active = [s for s in states if s.get("state") in ACTIVE]
+    if not active:
+        st.success("No alert is firing or pending.")
+        return
+    for s in sorted(active, key=lambda s: s.get("state") != "firing"):
+        since = f" since step {s['changed_step']}" if s.get("changed_step") is not None else ""
+        summary = summary_of(s.get("detail"))
+        detail = f": {summary}" if summary else ""
+        line = f"**{s.get('rule')}** on **{s.get('run')}** is {s.get('state')}{since}{detail}"
+        (st.error if s.get("state") == "firing" else st.warning)(line)
+
+
+@st.fragment(run_every=source.REFRESH_S)
+def live() -> None:
+    from app.read import alerts as alerts_mod
+
+    view = alerts_mod.overview(source.state())
+    active_states(view.get("states") or [])
+    st.subheader("States")
+    st.dataframe(readable_times(pd.DataFrame(view.get("states") or [])), hide_index=True,
+                 width="stretch")
+    st.subheader("Silences in force")
+    silences = pd.DataFrame(view.get("silences") or [])
+    if silences.empty:
+        st.caption("None.")
+    else:
+        st.dataframe(readable_times(silences), hide_index=True, width="stretch")
+    st.subheader("Recent notifications")
+    notes = view.get("notifications") or []
+    if not notes:
+        st.caption("None sent yet.")
+    else:
+        st.dataframe(pd.DataFrame([{
+            "id": n.get("id"), "time": when(n.get("created_time")), "kind": n.get("kind"),
+            "text": n.get("text"), "silenced": n.get("silenced"),
+            "deliveries": attempts(n.get("outbox") or [])} for n in notes]),
+            hide_index=True, width="stretch")
+
+
+def rules_section(view: dict) -> list[str]:
+    st.subheader("Rules")
+    st.caption(f"From {view.get('rules_source')}. Notifications go to: "
+               + (", ".join(t["label"] for t in view.get("targets") or []) or "the server log")
+               + ".")
+    rules = view.get("rules") or []
+    st.dataframe(pd.DataFrame(rules), hide_index=True, width="stretch",
+                 column_order=["name", "type", "severity", "runs", "when"])
+    return [r["name"] for r in rules]
+
+
+def test_message() -> None:
+    from app.read import alerts as alerts_mod
+
+    if st.button("Send test message", help="one test message to every webhook target"):
+        nid = alerts_mod.send_test(source.state())
+        st.success(f"Test message {nid} queued; its delivery attempts show under Recent "
+                   "notifications.")
+
+
+def silence_form(rules: list[str], runs: list[str]) -> None:
+    from app.read import alerts as alerts_mod
+
+    with st.form("silence", clear_on_submit=False):
+        st.markdown("**Silence a rule for a run**")
+        cols = st.columns([2, 2, 1, 3])
+        rule = cols[0].selectbox("rule", rules)
+        run = cols[1].selectbox("run", ["*", *runs], help="* silences it for every run")
+        duration = cols[2].text_input("for", "2h", help="e.g. 30m, 2h, 1d")
+        comment = cols[3].text_input("comment", "")
+        if not st.form_submit_button("Silence"):
+            return
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise CliffwatchError(f"for: {exc}") from None
+    if seconds <= 0:
+        raise CliffwatchError('for must be longer than 0, e.g. "2h"')
+    sid = alerts_mod.silence(source.state(), rule, run, seconds, comment or None)
+    st.success(f"Silence {sid}: {rule} on {run} for {duration}.")
+
+
+def page() -> None:
+    from app.read import alerts as alerts_mod
+
+    source.state()
+    st.title("Alerts")
+    source.health_warning()
+    live()
+    rules = rules_section(alerts_mod.overview(source.state()))
+    test_message()
+    if rules:
+        silence_form(rules, source.run_names())
+
+
+source.guarded(page)

@@ -1,0 +1,75 @@
+"""Compare page (``/compare?runs=a,b&metric=loss&x=elapsed``): one metric of several runs
+overlaid, aligned by step or by elapsed time, refreshed live."""
+
+import streamlit as st
+
+from app.dashboard import charts, source
+
+ALIGN = ("step", "elapsed")
+
+
+def write_param(name: str, key: str) -> None:
+    source.set_params(**{name: st.session_state[key]})
+
+
+def pick(names: list[str]) -> tuple[list[str], str, str] | None:
+    """Runs, metric and alignment from the URL, shown in widgets that write back to it."""
+    wanted = source.parse_list(st.query_params, "runs")
+    unknown = [r for r in wanted if r not in names]
+    if unknown:
+        st.warning(f"No run named {', '.join(unknown)}; the Runs page lists every run.")
+    state = st.session_state
+    state["k-runs"] = [r for r in wanted if r in names]
+    st.multiselect("runs", names, key="k-runs", on_change=write_param, args=("runs", "k-runs"))
+    chosen = state["k-runs"]
+    if not chosen:
+        st.info("Pick two or more runs to overlay (the URL keeps them: /compare?runs=a,b).")
+        return None
+    metrics = sorted({m for r in chosen for m in source.metric_names(r, source.version(r))})
+    metric = st.query_params.get("metric") or ("loss" if "loss" in metrics else metrics[0])
+    if metric not in metrics:
+        st.warning(f"None of these runs has metric {metric!r}; showing {metrics[0]}.")
+        metric = metrics[0]
+    align = st.query_params.get("x") if st.query_params.get("x") in ALIGN else "step"
+    state["k-metric"], state["k-x"] = metric, align
+    left, right = st.columns([3, 2])
+    left.selectbox("metric", metrics, key="k-metric", on_change=write_param,
+                   args=("metric", "k-metric"))
+    right.radio("align by", ALIGN, key="k-x", horizontal=True, on_change=write_param,
+                args=("x", "k-x"), help="step: the same optimizer step; elapsed: seconds "
+                "since each run (attempt) started")
+    return chosen, metric, align
+
+
+@st.fragment(run_every=source.REFRESH_S)
+def live(chosen: list[str], metric: str, align: str) -> None:
+    frames = {}
+    for run in chosen:
+        ver = source.version(run)
+        frame = source.series(run, ver, (metric,), None, None, align).frame
+        if not frame.empty:
+            frames[run] = frame
+    if not frames:
+        st.info(f"No values of {metric} yet in {', '.join(chosen)}.")
+        return
+    st.altair_chart(charts.compare_chart(frames, metric, x=align), width="stretch",
+                    alt=f"{metric} of {', '.join(frames)}")
+    missing = [r for r in chosen if r not in frames]
+    if missing:
+        st.caption(f"No {metric} in {', '.join(missing)}.")
+
+
+def page() -> None:
+    source.state()
+    st.title("Compare runs")
+    source.health_warning()
+    names = source.run_names()
+    if not names:
+        st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+        return
+    picked = pick(names)
+    if picked:
+        live(*picked)
+
+
+source.guarded(page)

@@ -1,0 +1,66 @@
+"""Incidents page (``/incidents?run=NAME&kind=spike,cliff``): the diagnosis report across runs,
+filterable by run and kind; each incident links to the Run page zoomed on it."""
+
+import streamlit as st
+
+from app.dashboard import source
+
+KINDS = ("spike", "cliff", "stall", "nonfinite")
+ALL = "every run"
+
+
+def write_param(name: str, key: str) -> None:
+    value = st.session_state[key]
+    source.set_params(**{name: None if value == ALL else value})
+
+
+def filters(names: list[str]) -> tuple[str | None, list[str]]:
+    """Run and kinds from the URL, in widgets that write back to it."""
+    run = st.query_params.get("run")
+    if run and run not in names:
+        st.warning(f"No run named {run!r}; showing every run (the Runs page lists them).")
+        run = None
+    kinds = [k for k in source.parse_list(st.query_params, "kind") if k in KINDS]
+    st.session_state["i-run"], st.session_state["i-kind"] = run or ALL, kinds
+    left, right = st.columns(2)
+    left.selectbox("run", [ALL, *names], key="i-run", on_change=write_param,
+                   args=("run", "i-run"))
+    right.multiselect("kind", KINDS, key="i-kind", on_change=write_param,
+                      args=("kind", "i-kind"), placeholder="every kind")
+    return run, kinds
+
+
+@st.fragment(run_every=source.REFRESH_S)
+def live(run: str | None, kinds: list[str]) -> None:
+    table = source.incidents_table(run, tuple(kinds) or None)
+    if table.empty:
+        st.info("No incidents" + (f" in {run}" if run else "") + " so far: detection looks "
+                "for loss spikes, accuracy cliffs, stalls and NaN/inf as lines arrive.")
+        return
+    table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
+                               zip(table["run"], table["from_step"], table["to_step"],
+                                   strict=True)])
+    st.dataframe(
+        table, hide_index=True, width="stretch",
+        column_order=["open", "run", "kind", "metric", "step", "end_step", "value", "baseline",
+                      "causes", "evidence", "detected_at"],
+        column_config={
+            "open": st.column_config.LinkColumn(
+                "chart", display_text="open", help="the Run page zoomed on this incident"),
+            "evidence": st.column_config.TextColumn("evidence", width="large"),
+        })
+    st.caption(f"{len(table)} incident(s).")
+
+
+def page() -> None:
+    source.state()
+    st.title("Incidents")
+    source.health_warning()
+    names = source.run_names()
+    if not names:
+        st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+        return
+    live(*filters(names))
+
+
+source.guarded(page)

@@ -1,0 +1,199 @@
+"""Run page (``/run?run=NAME&from=STEP&to=STEP&metrics=a,b&x=step&smooth=0.6``): one run's
+charts stacked on one x range, markers on each, the bucket strip under the loss chart.
+
+The URL holds the page's state: the controls and a drag on any chart ("zoom") write from/to
+there, and the charts re-read that range at full resolution. The charts sit in a fragment
+that refreshes every 2 s without touching the URL, so the zoom survives each refresh.
+"""
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import charts, export, source
+
+# Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
+# plot about 120 px and the bucket strip's cells about 30 px
+HEIGHT = 230
+STRIP_HEIGHT = 160
+
+
+def choose_run(view: source.RunView) -> str | None:
+    """The run the URL names, or a message (and None) when it names none or an unknown one."""
+    names = source.run_names()
+    if view.run is None:
+        if not names:
+            st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+            return None
+        pick = st.selectbox("Run", names, index=None, placeholder="pick a run")
+        if pick:
+            source.set_params(run=pick)
+            st.rerun()
+        return None
+    if view.run not in names:
+        shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
+        st.error(f"No run named {view.run!r} in {source.logdir()}. A run is a folder there "
+                 "holding metrics.jsonl; the Runs page (/) lists every run"
+                 + (f" (e.g. {shown})" if names else "")
+                 + ", as does `python -m app sql --query runs`.")
+        return None
+    return view.run
+
+
+def available(run: str, ver: tuple) -> list[str]:
+    """Every panel the run can show: its metrics, then the two gap charts."""
+    return [*source.metric_names(run, ver), *source.GAP_METRICS]
+
+
+def chosen_metrics(view: source.RunView, options: list[str]) -> list[str]:
+    """The URL's metrics the run has, in the URL's order; without any, the default panels."""
+    if view.metrics is None:
+        return [m for m in source.DEFAULT_METRICS if m in options]
+    return [m for m in view.metrics if m in options]
+
+
+def warn_missing(view: source.RunView, options: list[str]) -> None:
+    missing = [m for m in view.metrics or () if m not in options]
+    if missing:
+        st.warning(f"Run {view.run} has no metric {', '.join(missing)}, so no chart for it; "
+                   f"it has: {', '.join(options)}.")
+
+
+def write_param(name: str, key: str) -> None:
+    """A control's on_change: its value into the URL (the charts read it from there)."""
+    value = st.session_state[key]
+    if name == "smooth":
+        value = f"{value:g}"
+    source.set_params(**{name: value})
+
+
+def reset_zoom() -> None:
+    source.set_params(**{"from": None, "to": None})
+
+
+def controls(run: str, view: source.RunView, ver: tuple) -> None:
+    """x unit, smoothing, metrics and range; each widget shows the URL's value and writes to it.
+    (Widget values are set from the URL before each widget is drawn: the URL is the truth.)"""
+    units = [u for u in source.X_UNITS if u in source.axes(run, ver)] or ["step"]
+    options = available(run, ver)
+    state = st.session_state
+    state["c-x"] = view.x if view.x in units else units[0]
+    state["c-smooth"] = view.smooth
+    state["c-metrics"] = chosen_metrics(view, options)
+    state["c-from"], state["c-to"] = view.lo, view.hi
+    top = st.columns([2, 2, 5])
+    top[0].radio("x axis", units, key="c-x", horizontal=True, on_change=write_param,
+                 args=("x", "c-x"))
+    top[1].slider("smoothing", 0.0, source.MAX_SMOOTH, step=0.01, key="c-smooth",
+                  on_change=write_param, args=("smooth", "c-smooth"),
+                  help="TensorBoard's debiased EMA; the raw series is drawn faint behind")
+    top[2].multiselect("metrics", options, key="c-metrics", on_change=write_param,
+                       args=("metrics", "c-metrics"))
+    span = source.step_span(run, ver) or (0, 0)
+    low = st.columns([2, 2, 2, 5], vertical_alignment="bottom")
+    low[0].number_input("from step", min_value=0, step=1, key="c-from", on_change=write_param,
+                        args=("from", "c-from"), placeholder=str(span[0]))
+    low[1].number_input("to step", min_value=0, step=1, key="c-to", on_change=write_param,
+                        args=("to", "c-to"), placeholder=str(span[1]))
+    low[2].button("Reset zoom", on_click=reset_zoom, disabled=view.lo is None and view.hi is None)
+    low[3].caption("Drag across any chart to zoom; that range is read again at full resolution.")
+
+
+def x_domain(frame, view: source.RunView) -> list[float] | None:
+    """The x range every panel shares: the zoom's steps, else what the series span."""
+    if view.x == "step" and view.lo is not None and view.hi is not None:
+        return [float(view.lo), float(view.hi)]
+    if frame.empty:
+        return None
+    return [float(frame["x"].min()), float(frame["x"].max())]
+
+
+def read(run: str, view: source.RunView, ver: tuple, metrics: list[str]):
+    """The frames of every panel, from the cache while the run has no new lines."""
+    args = (view.lo, view.hi, view.x)
+    plain = tuple(m for m in metrics if m not in source.GAP_METRICS)
+    series = source.series(run, ver, plain, *args)
+    frames = [series.frame]
+    if any(m in source.GAP_METRICS for m in metrics):
+        frames.append(source.gaps(run, ver, *args).frame)
+    frame = pd.concat([f for f in frames if not f.empty] or [series.frame], ignore_index=True)
+    return series, frame, source.markers(run, ver, *args), source.strip(run, ver, *args)
+
+
+def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
+    span = source.step_span(run, ver)
+    last = f", last step {span[1]}" if span else ""
+    shown = "every line" if series.full else "a min/max band per bucket, so no spike is lost"
+    if view.lo is not None or view.hi is not None:
+        lo = view.lo if view.lo is not None else (span[0] if span else 0)
+        hi = view.hi if view.hi is not None else (span[1] if span else "end")
+        where = f"zoomed on steps {lo}–{hi}: "
+    else:
+        where = ""
+    st.caption(f"{series.lines} lines{last} ({where}{shown})")
+
+
+def panel(run: str, metric: str, frame, marks, view: source.RunView, domain,
+          typical) -> None:
+    """One chart with its PNG download; a drag on it zooms the whole page."""
+    chart = charts.metric_chart(frame, metric, x=view.x, smooth=view.smooth, markers=marks,
+                                height=HEIGHT, x_domain=domain,
+                                reference=typical if metric == "gap_s" else None)
+    key = f"chart-{metric}-{view.x}-{view.lo}-{view.hi}"  # a new range: a fresh brush
+    event = st.altair_chart(chart, on_select="rerun", key=key, width="stretch",
+                            alt=f"{metric} chart of {run}")
+    zoom = charts.selected_steps((event.selection or {}).get(charts.ZOOM),
+                                 frame[frame["metric"] == metric], view.x)
+    if zoom is not None:
+        source.set_params(**{"from": zoom[0], "to": zoom[1]})
+        st.rerun(scope="app")  # the controls outside this fragment show the new range
+    st.download_button("PNG", data=lambda: export.png(chart), file_name=f"{run}-{metric}.png",
+                       mime="image/png", key=f"png-{metric}", on_click="ignore",
+                       help=f"download the {metric} chart as an image")
+
+
+@st.fragment(run_every=source.REFRESH_S)
+def live(run: str) -> None:
+    view = source.parse_run_view(st.query_params)  # the URL as of now (a zoom changes it)
+    ver = source.version(run)
+    metrics = chosen_metrics(view, available(run, ver))
+    series, frame, marks, strip = read(run, view, ver, metrics)
+    caption(run, view, series, ver)
+    domain = x_domain(frame, view)
+    typical = source.typical_gap(run, ver)
+    drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
+    if not drawn:
+        st.info(f"Run {run} has no lines to chart in this range yet; Reset zoom shows the "
+                "whole run.")
+    for metric in drawn:
+        panel(run, metric, frame, marks, view, domain, typical)
+        if metric == "loss" and not strip.empty:
+            st.altair_chart(charts.bucket_strip(strip, x=view.x, x_domain=domain),
+                            width="stretch", height=STRIP_HEIGHT,
+                            alt=f"bucket strip of {run}")
+
+
+def page() -> None:
+    source.state()
+    view = source.parse_run_view(st.query_params)
+    if view.step is not None and view.lo is None and view.hi is None:
+        lo, hi = source.around(view.step)
+        source.set_params(**{"from": lo, "to": hi, "step": None})
+        view = source.parse_run_view(st.query_params)
+    for problem in view.problems:
+        st.warning(problem)
+    run = choose_run(view)
+    if run is None:
+        return
+    st.title(run)
+    source.health_warning()
+    ver = source.version(run)
+    if source.step_span(run, ver) is None:
+        st.info(f"Run {run} has no metric lines yet; its charts appear with the first line "
+                "of metrics.jsonl.")
+        return
+    warn_missing(view, available(run, ver))
+    controls(run, view, ver)
+    live(run)
+
+
+source.guarded(page)

@@ -1,0 +1,129 @@
+"""Chart tiles: each metrics file rolled up in groups of ``TILE_LINES`` consecutive lines, so a
+chart of a 10,000,000-line run reads ~20,000 tiles per metric instead of every line.
+
+A tile keeps, per attempt and metric, how many lines have a value, how many of those are NaN
+or infinite, and the finite min and max (with their steps) and sum; ``chart_tiles`` says
+where its lines are (rowids, first/last step, elapsed_s and time). The seconds and steps
+since the attempt's previous line are metrics ``~gap_s`` and ``~gap_steps``, measured across
+tile and chunk boundaries, so the 167 s checkpoint stall is exactly the max of its tile::
+
+    chart_tile_values: file_id=1 tile=3 attempt=1 metric='~gap_s' n=512 nonfinite=0
+                       lo=9.8 hi=167.2 lo_step=1540 hi_step=2000 sum=6261.4
+
+Only complete tiles are stored; the lines after a file's watermark (``chart_tile_marks``) are
+read raw (app/read/series.py). Each chunk (at most ``CHUNK_LINES``) is one transaction that
+writes its tiles and moves the watermark: a crash loses or doubles nothing, and rolling again
+after one gives the same tiles. metric_rows is only ever appended to (no statement of ours
+deletes or updates it), so a stored tile never goes stale. The column list is read inside
+the chunk's transaction: a metric column added by ingest later is rolled from the first
+chunk that can see it, and earlier lines have no value in it anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+
+from app.background import Background
+from app.db import queries
+
+log = logging.getLogger("cliffwatch.tiles")
+TILE_LINES = 512  # 10M lines -> 19,531 tiles; a 1M run charted in 1,000 buckets: ~2 a bucket
+CHUNK_LINES = 512 * 1024  # lines per transaction: well inside a 256MB memory_limit
+IDLE_S = 2.0
+GAPS = ("~gap_s", "~gap_steps")
+
+
+NOT_METRICS = {"attempt", "step", "file_id", "elapsed_s", "time", "epoch"}
+
+
+def columns(cursor) -> list[str]:
+    """The numeric metric columns tiles cover (not step, attempt, file_id, the x axes, epoch;
+    not buckets or extra_metrics), in table order."""
+    return metric_columns(queries.arrow(cursor, "read/tiles_columns").schema)
+
+
+def metric_columns(schema: pa.Schema) -> list[str]:
+    """columns(), from metric_rows' schema already read."""
+    return [f.name for f in schema if f.name not in NOT_METRICS
+            and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
+
+
+def roll(db, *, chunk_lines: int = CHUNK_LINES, max_chunks: int | None = None) -> int:
+    """Roll every metrics file's complete tiles, a chunk a transaction; returns lines rolled.
+    ``max_chunks`` stops early (tests: a roll cut short, as by a kill between chunks)."""
+    cursor = db.cursor()
+    total = chunks = 0
+    for mark in queries.execute(cursor, "read/tiles_files").fetchall():
+        mark = list(mark)
+        while max_chunks is None or chunks < max_chunks:
+            done = roll_chunk(db, mark, chunk_lines)
+            if not done:
+                break
+            total, chunks = total + done, chunks + 1
+    return total
+
+
+def roll_chunk(db, mark: list, chunk_lines: int = CHUNK_LINES) -> int:
+    """Roll the next chunk of one file (``mark``: a tiles_files row, updated in place after
+    the commit); returns its lines, 0 when less than a tile is waiting."""
+    cursor = db.cursor()
+    file_id, rolled, after = mark[0], mark[1], mark[2]
+    pending = queries.execute(cursor, "read/tiles_pending",
+                              {"file": file_id, "after": after}).fetchall()[0][0]
+    lines = min(pending, chunk_lines) // TILE_LINES * TILE_LINES
+    if not lines:
+        return 0
+    upto = queries.execute(cursor, "read/tiles_bound", {"file": file_id, "after": after,
+                                                        "lines": lines}).fetchall()[0][0]
+    params = {"file": file_id, "after": after, "upto": upto, "prev_attempt": mark[3],
+              "prev_step": mark[4], "prev_t": mark[5]}
+    cursor.begin()
+    try:
+        # read in this transaction: the rows and the columns it sees agree
+        params["metrics"] = columns(cursor) + list(GAPS)
+        tiles = {**params, "base": rolled, "tile": TILE_LINES}
+        queries.execute(cursor, "read/tiles_roll_lines", tiles)
+        queries.execute(cursor, "read/tiles_roll_values", tiles)
+        queries.execute(cursor, "read/tiles_mark", {**params, "lines": rolled + lines})
+        cursor.commit()
+    except BaseException:
+        db.rollback(cursor)
+        raise
+    row = queries.execute(cursor, "read/tiles_files").fetchall()
+    mark[:] = next(list(r) for r in row if r[0] == file_id)
+    return lines
+
+
+class TileWorker(Background):
+    """Rolls new complete tiles after ingest pokes it (``worker.listeners.append(
+    tiles.poke)``), a chunk a transaction, in its own thread: ingest never waits for it."""
+
+    def __init__(self, db):
+        self.db = db
+        self.listeners: list = []  # called (in this thread) after tiles were stored
+        super().__init__("cliffwatch-tiles")
+
+    def _loop(self) -> None:
+        while not self.stopping:
+            try:
+                rolled = self._pass()
+            except Exception:
+                log.exception("rolling chart tiles failed; retrying")
+                rolled = 0
+            for listener in self.listeners if rolled else ():
+                listener()
+            if not rolled:  # more may be waiting right away after a full chunk
+                self.wake.wait(IDLE_S)
+                self.wake.clear()
+
+    def _pass(self) -> int:
+        """One chunk per file at most, so stop() is seen between chunks."""
+        cursor = self.db.cursor()
+        total = 0
+        for mark in queries.execute(cursor, "read/tiles_files").fetchall():
+            if self.stopping:
+                break
+            total += roll_chunk(self.db, list(mark))
+        return total

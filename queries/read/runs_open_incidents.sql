@@ -1,0 +1,13 @@
+-- title: Runs table open incidents
+-- description: How many incidents of each run named are open: an incident is open while its
+--   episode reaches the run's newest line (end_step >= the step of the newest line), the
+--   detector's own "open" (app/diagnose/detect.py Incident.open), one that may still grow.
+-- param runs: run ids (example: ['seed-cliff'])
+-- param steps: the step of each run's newest line, in the same order (example: [4499])
+WITH newest AS (
+    SELECT unnest($runs) AS run, unnest($steps) AS last_step
+)
+SELECT n.run, count(i.run) AS open_incidents
+FROM newest AS n
+LEFT JOIN incidents AS i ON i.run = n.run AND i.end_step >= n.last_step
+GROUP BY n.run

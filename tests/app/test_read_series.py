@@ -1,0 +1,206 @@
+"""Chart series (app/read/series.py) on real DuckDB files filled by real ingest of real JSONL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from app import settings as settings_mod
+from app.monitor import Monitor
+from app.read import series as S
+from app.read import tiles
+
+METRICS = ["loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr"]
+SPIKE_STEP, STALL_STEP = 654_322, 500_001  # the run's maximum loss; its 167.2 s stall
+
+
+def write_run(path: Path, lines: int) -> None:
+    """A seed-format metrics.jsonl (buckets included), written by DuckDB in about a second."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    duckdb.connect().execute(f"""COPY (
+        SELECT i + 1 AS step,
+               CASE WHEN i + 1 = {SPIKE_STEP} THEN 42.5
+                    ELSE 2.0 / (1 + i / 1e5) + (hash(i) % 1000) / 1e5 END AS loss,
+               (hash(i * 3) % 1000) / 1e3 AS accuracy, 1e-4 AS lr,
+               25000.0 + hash(i) % 1000 AS tok_per_sec, hash(i) % 8 AS hs_queue_depth,
+               i * 0.5 + CASE WHEN i + 1 >= {STALL_STEP} THEN 167.2 ELSE 0 END AS elapsed_s,
+               i // 100000 AS epoch, [i % 6, (i * 7) % 6] AS buckets
+        FROM range({lines}) AS t(i)) TO '{path}' (FORMAT json)""")
+
+
+def open_monitor(logdir: Path) -> Monitor:
+    monitor = Monitor.open(logdir, dataclasses.replace(settings_mod.resolve()))
+    monitor.tailer.catch_up()
+    return monitor
+
+
+@pytest.fixture(scope="module")
+def million(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("million") / "logs"
+    write_run(logs / "big" / "metrics.jsonl", 1_000_000)
+    monitor = open_monitor(logs)
+    tiles.roll(monitor.db)
+    yield monitor
+    monitor.close()
+
+
+def test_million_line_run_is_bounded_and_keeps_its_maximum(million):
+    cursor = million.db.cursor()
+    run = S.series(cursor, "big", METRICS, points=1000)
+    assert run.lines == 1_000_000 and not run.full
+    assert run.frame.groupby("metric").size().max() <= 2000
+    assert set(run.frame["metric"]) == set(METRICS)
+    loss = run.frame[run.frame["metric"] == "loss"]
+    top = loss.loc[loss["hi"].idxmax()]
+    assert (top["hi"], top["hi_step"]) == (42.5, SPIKE_STEP)
+    assert loss["n"].sum() == 1_000_000
+    gaps = S.gaps(cursor, "big")
+    stall = gaps.frame[gaps.frame["metric"] == "gap_s"]
+    assert stall["hi"].max() == pytest.approx(167.7) and stall.loc[stall["hi"].idxmax(),
+                                                                    "hi_step"] == STALL_STEP
+    assert S.typical_gap(cursor, "big") == pytest.approx(0.5)
+    assert S.step_span(cursor, "big") == (1, 1_000_000)
+    assert S.axes(cursor, "big") == ["step", "elapsed"]
+    assert S.metric_names(cursor, "big") == ["loss", "accuracy", "lr", "tok_per_sec",
+                                             "hs_queue_depth"]
+
+
+def test_zoom_is_full_resolution(million):
+    cursor = million.db.cursor()
+    zoom = S.series(cursor, "big", ["loss"], lo=SPIKE_STEP - 300, hi=SPIKE_STEP + 299,
+                    points=1000)
+    assert zoom.full and zoom.lines == 600 and len(zoom.frame) == 600
+    assert zoom.frame["step"].tolist() == list(range(SPIKE_STEP - 300, SPIKE_STEP + 300))
+    assert zoom.frame["value"].max() == 42.5
+    wide = S.series(cursor, "big", ["loss"], lo=400_000, hi=700_000, x="elapsed")
+    assert wide.lines == 300_001 and not wide.full and len(wide.frame) <= 1000
+    assert wide.frame["hi"].max() == 42.5 and wide.frame["n"].sum() == 300_001
+    assert wide.frame["x"].min() == pytest.approx(399_999 * 0.5)
+
+
+def test_tiles_equal_raw_buckets(million):
+    """The same 300,000-line range, once from tiles (> RAW_LINES) and once from raw lines:
+    bucket for bucket the same lines, min, max and sum."""
+    cursor = million.db.cursor()
+    lo = 512 * 391 + 1  # a tile edge: buckets of whole tiles either way
+    hi = lo - 1 + 512 * 600
+    tiled = S.series(cursor, "big", ["hs_queue_depth", "loss"], lo=lo, hi=hi, points=300)
+    raw = S.series(cursor, "big", ["hs_queue_depth", "loss"], lo=lo, hi=hi, points=300,
+                   raw_lines=10**9)
+    for column in ("x", "step", "n", "nonfinite", "lo", "hi"):
+        np.testing.assert_array_equal(tiled.frame[column], raw.frame[column], err_msg=column)
+    np.testing.assert_allclose(tiled.frame["value"], raw.frame["value"], rtol=1e-12)
+    depth = tiled.frame[tiled.frame["metric"] == "hs_queue_depth"]
+    assert (depth["value"] * depth["n"]).round().tolist() == (
+        raw.frame[raw.frame["metric"] == "hs_queue_depth"]["value"] * depth["n"]).round().tolist()
+
+
+def test_lines_after_tiling_appear(tmp_path):
+    logs = tmp_path / "logs"
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 1201)))
+    monitor = open_monitor(logs)
+    try:
+        assert tiles.roll(monitor.db) == 1024
+        with path.open("a") as f:
+            f.write("".join(json.dumps({"step": s, "loss": 9.0}) + "\n" for s in (1201, 1202)))
+        monitor.tailer.catch_up()
+        cursor = monitor.db.cursor()
+        run = S.series(cursor, "r", ["loss"], points=100)
+        assert run.lines == 1202 and run.frame["n"].sum() == 1202
+        assert run.frame["hi"].max() == 9.0
+        assert S.step_span(cursor, "r") == (1, 1202)
+    finally:
+        monitor.close()
+
+
+def test_resumed_attempts_each_have_their_line(tmp_path):
+    logs = tmp_path / "logs"
+    steps = [*range(1, 3001), *range(2000, 4001)]
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps({"step": s, "loss": 1 / s, "elapsed_s": i * 1.0}) + "\n"
+                            for i, s in enumerate(steps)))
+    monitor = open_monitor(logs)
+    try:
+        tiles.roll(monitor.db)
+        cursor = monitor.db.cursor()
+        for points in (100, 10_000):
+            run = S.series(cursor, "r", ["loss"], points=min(points, 2000))
+            assert set(run.frame["attempt"]) == {1, 2} and run.lines == len(steps)
+            assert len(run.frame) <= 100 + 2 or points > 100
+        gaps = S.gaps(cursor, "r", points=2000).frame
+        steps_gap = gaps[gaps["metric"] == "gap_steps"]
+        assert steps_gap["lo"].min() == 1 and steps_gap["hi"].max() == 1  # none across attempts
+        zoom = S.series(cursor, "r", ["loss"], lo=2500, hi=2600)
+        assert zoom.full and zoom.lines == 202
+        assert zoom.frame.groupby("attempt").size().to_dict() == {1: 101, 2: 101}
+    finally:
+        monitor.close()
+
+
+def test_nonfinite_counted_never_in_lo_hi(tmp_path):
+    logs = tmp_path / "logs"
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    values = ["NaN" if s % 97 == 0 else "Infinity" if s % 89 == 0 else str(s % 7) for s in
+              range(1, 3001)]
+    path.write_text("".join(f'{{"step": {s}, "loss": {v}}}\n' for s, v in
+                            zip(range(1, 3001), values, strict=True)))
+    monitor = open_monitor(logs)
+    try:
+        tiles.roll(monitor.db)
+        frame = S.series(monitor.db.cursor(), "r", ["loss"], points=50).frame
+        bad = sum(v in ("NaN", "Infinity") for v in values)
+        assert frame["nonfinite"].sum() == bad and frame["n"].sum() == 3000
+        assert frame["hi"].max() == 6 and frame["lo"].min() == 0
+        assert np.isfinite(frame["value"]).all()
+    finally:
+        monitor.close()
+
+
+def test_tiles_with_edges_and_a_resumed_tail_agree_with_raw(tmp_path):
+    """A range cutting tiles in the middle, on a run whose unrolled tail holds the end of one
+    attempt and a resumed one: read from tiles + raw edges + tail (raw_lines=100) and from raw
+    lines only, every line counts once, and the extremes, their steps and the sums agree."""
+    logs = tmp_path / "logs"
+    steps = [*range(1, 5801), *range(5000, 5200)]  # 6,000 lines; attempt 2 resumes at 5000
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps({"step": s, "loss": (s * 37 % 101) / 8 + (s == 5123) * 9,
+                                        "elapsed_s": i * 0.5 + (i >= 5900) * 30}) + "\n"
+                            for i, s in enumerate(steps)))
+    monitor = open_monitor(logs)
+    try:
+        assert tiles.roll(monitor.db) == 5632  # 368 lines (both attempts) stay in the tail
+        cursor = monitor.db.cursor()
+        for read in (S.series, S.gaps):
+            args = (["loss"],) if read is S.series else ()
+            tiled = read(cursor, "r", *args, lo=2100, hi=5700, points=40, raw_lines=100)
+            raw = read(cursor, "r", *args, lo=2100, hi=5700, points=40, raw_lines=10**9)
+            assert tiled.lines == raw.lines == 3601 + 200 and not tiled.full
+            for frame in (tiled.frame, raw.frame):
+                assert len(frame) <= 2 * (40 + 2)
+            for (metric, attempt), t in tiled.frame.groupby(["metric", "attempt"]):
+                r = raw.frame[(raw.frame["metric"] == metric) & (raw.frame["attempt"] == attempt)]
+                # attempt 2's first line has no gap: nothing before it in its attempt
+                first = 0 if metric == "loss" else 1
+                assert t["n"].sum() == r["n"].sum() == (3601 if attempt == 1 else 200 - first)
+                top, bottom = t.loc[t["hi"].idxmax()], t.loc[t["lo"].idxmin()]
+                assert (top["hi"], top["hi_step"]) == (r["hi"].max(), r.loc[r["hi"].idxmax(),
+                                                                             "hi_step"])
+                assert bottom["lo"] == r["lo"].min()
+                assert (t["value"] * t["n"]).sum() == pytest.approx((r["value"] * r["n"]).sum())
+        gaps = S.gaps(cursor, "r", lo=2100, hi=5700, points=40, raw_lines=100).frame
+        assert gaps[gaps["metric"] == "gap_s"]["hi"].max() == 30.5  # the tail's stall
+        assert S.step_span(cursor, "r") == (1, 5800)
+        assert S.metric_names(cursor, "r") == ["loss"] and S.axes(cursor, "r") == ["step",
+                                                                                   "elapsed"]
+    finally:
+        monitor.close()
