@@ -70,16 +70,20 @@ def ema(values: Sequence[float], weight: float) -> np.ndarray:
 def metric_chart(series_frame: pd.DataFrame, metric: str, *, x: str = "step",
                  smooth: float = 0.0, markers: pd.DataFrame | None = None, height: int = 220,
                  x_domain: Sequence[float] | None = None,
-                 reference: float | None = None) -> alt.LayerChart:
-    """One metric of one run: a colour per attempt, markers over it, a "zoom" brush on x."""
+                 reference: float | None = None, legend: bool = True) -> alt.LayerChart:
+    """One metric of one run: a colour per attempt, markers over it, a "zoom" brush on x.
+
+    Legends go above the plot, never beside it: a legend beside it would narrow this plot and
+    not the others, and stacked panels must line up on x. A page stacking panels shows the
+    legend on the first one only (``legend=False`` on the rest)."""
     rows = series_frame[series_frame["metric"] == metric]
     banded = bool((rows["n"] > 1).any())
     plotted = _metric_rows(rows, x, smooth, banded)
     x_enc = _x(x, "x", x_domain)
     y_title = _y("value:Q", metric)
-    legend = (alt.Legend(title="attempt", orient="top") if plotted["attempt"].nunique() > 1
-              else None)
-    color = alt.Color("attempt:N", legend=legend)
+    many = plotted["attempt"].nunique() > 1
+    attempts = alt.Legend(title="attempt", orient="top") if legend and many else None
+    color = alt.Color("attempt:N", legend=attempts)
     base = alt.Chart().encode(x=x_enc, color=color)
     layers = []
     if banded:
@@ -93,19 +97,23 @@ def metric_chart(series_frame: pd.DataFrame, metric: str, *, x: str = "step",
     layers.append(base.mark_point(opacity=0, size=60, clip=True).encode(
         y=y_title, tooltip=_point_tooltip(metric, x, banded)))
     series = alt.layer(*layers, data=plotted)
-    extras = [c for c in (_markers_or_none(markers, x), _reference(reference, metric)) if c]
+    marks = None if markers is None or markers.empty else markers_layer(markers, x=x,
+                                                                        legend=legend)
+    extras = [c for c in (marks, _reference(reference, metric)) if c]
     chart = alt.layer(series, *extras).resolve_scale(color="independent") if extras else series
     subtitle = f"dashed: typical {reference:.3g}" if reference is not None else ""
     return chart.properties(title=alt.Title(metric, subtitle=subtitle), height=height)
 
 
-def markers_layer(markers: pd.DataFrame, *, x: str = "step") -> alt.LayerChart:
+def markers_layer(markers: pd.DataFrame, *, x: str = "step",
+                  legend: bool = True) -> alt.LayerChart:
     """Checkpoints and incidents as spans from x0 to x1 (outlined, so a span inside one step
     still shows), epoch starts, resumes and alerts as rules at x0; the tooltip is `label`."""
     shown = _axis(markers[["kind", "detail", "x0", "x1", "label"]], x, ("x0", "x1"))
     spans = " || ".join(f"datum.kind == '{k}'" for k in SPAN_KINDS)
     scale = _marker_scale(shown)
-    color = alt.Color("marker:N", title="marker", scale=scale, legend=alt.Legend(orient="top"))
+    color = alt.Color("marker:N", title="marker", scale=scale,
+                      legend=alt.Legend(orient="top") if legend else None)
     base = alt.Chart().encode(x=_x(x, "x0"), color=color, tooltip=alt.Tooltip("label:N"))
     rects = base.mark_rect(opacity=0.25, strokeOpacity=0.8, strokeWidth=SPAN_OUTLINE_PX,
                            clip=True).encode(x2="x1", stroke=alt.Stroke(
@@ -130,11 +138,13 @@ def bucket_strip(strip: pd.DataFrame, *, x: str = "step",
     cell is as opaque as its most common bucket's share, so a run of one bucket stands out."""
     cells = _axis(strip[["x0", "x1", "step", "micro", "bucket", "share"]], x, ("x0", "x1"))
     strip_chart = alt.Chart(cells, height=height, title="buckets").mark_rect(clip=True)
-    return strip_chart.transform_calculate(lane="''").encode(
+    return strip_chart.transform_calculate(bottom="0", top="1").encode(
         x=_x(x, "x0", x_domain), x2="x1",
-        # a y axis as wide as the charts' above (with a title, as theirs), so x lines up
-        y=alt.Y("lane:N", title="bucket", axis=alt.Axis(minExtent=56, maxExtent=56,
-                                                        labels=False, ticks=False)),
+        # a y axis as wide as the panels' above, so x lines up
+        y=alt.Y("bottom:Q", title=None, scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(minExtent=Y_AXIS.minExtent, maxExtent=Y_AXIS.maxExtent,
+                              labels=False, ticks=False, grid=False, domain=False)),
+        y2="top:Q",
         color=alt.Color("bucket:N", legend=alt.Legend(orient="top")),
         opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]),
                             legend=None),
@@ -160,14 +170,14 @@ def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
     banded = bool((rows["n"] > 1).any())
     keep = ["run", "attempt", "x", "value"] + (["lo", "hi"] if banded else [])
     plotted = _axis(rows[keep], x, ("x",))
-    y_title = alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False))
+    y_title = _y("value:Q", metric)
     base = alt.Chart().encode(x=_x(x, "x"), color=alt.Color("run:N"), detail="attempt:N")
     line = base.mark_line().encode(
         y=y_title, tooltip=["run:N", "attempt:N", alt.Tooltip("value:Q", title=metric)])
     layers = [line.add_params(alt.selection_interval(encodings=["x"], name=ZOOM))]
     if banded:
         layers.insert(0, base.mark_area(opacity=0.15).encode(
-            y=alt.Y("lo:Q", title=metric, scale=alt.Scale(zero=False)), y2="hi:Q"))
+            y=_y("lo:Q", metric), y2="hi:Q"))
     return alt.layer(*layers, data=plotted).properties(title=metric)
 
 
@@ -254,11 +264,11 @@ def _point_tooltip(metric: str, x: str, banded: bool) -> list:
 
 
 def _y(field: str, title: str) -> alt.Y:
-    return alt.Y(field, title=title, scale=alt.Scale(zero=False), axis=Y_AXIS)
-
-
-def _markers_or_none(markers: pd.DataFrame | None, x: str) -> alt.LayerChart | None:
-    return None if markers is None or markers.empty else markers_layer(markers, x=x)
+    """A panel's y: no axis title (the panel's title names the metric, and a long name turned
+    on its side would take the plot's height: Streamlit fits title, legend and axes inside a
+    chart's height), and an axis of fixed width, so stacked panels line up on x."""
+    del title  # named in the chart's title and the tooltip
+    return alt.Y(field, title=None, scale=alt.Scale(zero=False), axis=Y_AXIS)
 
 
 def _reference(value: float | None, metric: str) -> alt.Chart | None:

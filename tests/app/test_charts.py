@@ -199,7 +199,8 @@ def test_metric_names_with_field_syntax_are_plotted_as_they_are(name):
                  charts.compare_chart({"a": frame(metric=name)}, name).to_dict()):
         line = next(u for u in layers(spec) if u["mark"]["type"] == "line")
         y = line["encoding"]["y"]
-        assert y["title"] == name and y["type"] == "quantitative"
+        assert y["type"] == "quantitative"
+        assert spec["title"] == name or spec["title"]["text"] == name
         rows = datasets(spec)[0]
         assert [vega_get(row, y["field"]) for row in rows] == [2.0, 1.5, 9.0, 1.2]
     points = next(u for u in layers(charts.metric_chart(frame(metric=name), name).to_dict())
@@ -366,3 +367,26 @@ def test_png_export():
     chart = charts.metric_chart(frame(n=(1, 2, 1, 1)), "loss", smooth=0.6,
                                 markers=seed_markers("step"), reference=2.0)
     assert export.png(chart).startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def legends(spec) -> list[str]:
+    """The titles of the legends a spec draws (a colour encoding whose legend is not null)."""
+    found = []
+    for unit in layers(spec):
+        color = unit.get("encoding", {}).get("color", {})
+        if color.get("field") and color.get("legend", {}) is not None:
+            found.append(color.get("title") or color["field"])
+    return found
+
+
+def test_stacked_panels_share_one_legend_above_the_first():
+    """A legend beside a plot narrows that plot alone, so stacked panels would not line up on
+    x: legends go above the plot, and only the first panel carries them."""
+    two = frame().assign(attempt=[1, 1, 2, 2])
+    first = charts.metric_chart(two, "loss", markers=seed_markers("step")).to_dict()
+    rest = charts.metric_chart(two, "loss", markers=seed_markers("step"), legend=False)
+    assert set(legends(first)) == {"attempt", "marker"}
+    assert legends(rest.to_dict()) == []
+    for unit in layers(first):
+        legend = unit.get("encoding", {}).get("color", {}).get("legend")
+        assert legend is None or legend.get("orient") == "top"

@@ -12,9 +12,10 @@ import streamlit as st
 from app.dashboard import charts, export, source
 
 # Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
-# plot about 120 px and the bucket strip's cells about 30 px
+# plot about 120 px and the bucket strip's cells about 50 px
 HEIGHT = 230
-STRIP_HEIGHT = 160
+STRIP_HEIGHT = 250
+LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
 
 
 def choose_run(view: source.RunView) -> str | None:
@@ -133,10 +134,12 @@ def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
 
 
 def panel(run: str, metric: str, frame, marks, view: source.RunView, domain,
-          typical) -> None:
-    """One chart with its PNG download; a drag on it zooms the whole page."""
+          typical, first: bool) -> None:
+    """One chart with its PNG download; a drag on it zooms the whole page. The first panel
+    carries the legends (above its plot, so every panel's plot keeps the same width)."""
     chart = charts.metric_chart(frame, metric, x=view.x, smooth=view.smooth, markers=marks,
-                                height=HEIGHT, x_domain=domain,
+                                height=HEIGHT + (LEGEND_HEIGHT if first else 0),
+                                x_domain=domain, legend=first,
                                 reference=typical if metric == "gap_s" else None)
     key = f"chart-{metric}-{view.x}-{view.lo}-{view.hi}"  # a new range: a fresh brush
     event = st.altair_chart(chart, on_select="rerun", key=key, width="stretch",
@@ -165,7 +168,7 @@ def live(run: str) -> None:
         st.info(f"Run {run} has no lines to chart in this range yet; Reset zoom shows the "
                 "whole run.")
     for metric in drawn:
-        panel(run, metric, frame, marks, view, domain, typical)
+        panel(run, metric, frame, marks, view, domain, typical, first=metric == drawn[0])
         if metric == "loss" and not strip.empty:
             st.altair_chart(charts.bucket_strip(strip, x=view.x, x_domain=domain),
                             width="stretch", height=STRIP_HEIGHT,
