@@ -111,18 +111,20 @@ def run_names() -> list[str]:
     return [] if table.empty else table["run"].astype(str).tolist()
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
 def metric_names(run: str, version: tuple) -> list[str]:
-    from app.read import series as series_mod
+    return _names_and_axes(run, version)[0]
 
-    return series_mod.metric_names(cursor(), run)
+
+def axes(run: str, version: tuple) -> list[str]:
+    return _names_and_axes(run, version)[1]
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
-def axes(run: str, version: tuple) -> list[str]:
+def _names_and_axes(run: str, version: tuple) -> tuple[list[str], list[str]]:
+    # one read for both: a growing run has a new version, so both are read on each refresh
     from app.read import series as series_mod
 
-    return series_mod.axes(cursor(), run)
+    return series_mod.names_and_axes(cursor(), run)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -140,10 +142,14 @@ def typical_gap(run: str, version: tuple):
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int = POINTS):
+def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int = POINTS,
+           gaps: bool = False):
+    """``gaps``: with the gap panels' metrics too, in the same read (gaps() apart costs the
+    plan query and a read of the same raw lines again)."""
     from app.read import series as series_mod
 
-    return series_mod.series(cursor(), run, list(metrics), lo=lo, hi=hi, x=x, points=points)
+    return series_mod.series(cursor(), run, list(metrics), lo=lo, hi=hi, x=x, points=points,
+                             gaps=gaps)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

@@ -62,15 +62,20 @@ class Series:
 def metric_names(cursor, run: str) -> list[str]:
     """The numeric metric columns this run has values in (not step, attempt, elapsed_s, time,
     epoch or buckets), in column order."""
-    schema = _schema(cursor)
-    present = _present(cursor, run, schema)
-    return [c for c in tiles.metric_columns(schema) if c in present]
+    return names_and_axes(cursor, run)[0]
 
 
 def axes(cursor, run: str) -> list[str]:
     """Which of "step", "elapsed", "time" the run's lines have."""
-    present = _present(cursor, run, _schema(cursor))
-    return ["step"] + [x for x in ("elapsed", "time") if XS[x] in present]
+    return names_and_axes(cursor, run)[1]
+
+
+def names_and_axes(cursor, run: str) -> tuple[list[str], list[str]]:
+    """metric_names() and axes() from one read (the Run page needs both on each new line)."""
+    schema = _schema(cursor)
+    present = _present(cursor, run, schema)
+    return ([c for c in tiles.metric_columns(schema) if c in present],
+            ["step"] + [x for x in ("elapsed", "time") if XS[x] in present])
 
 
 def version(cursor, run: str) -> tuple:
@@ -94,13 +99,16 @@ def typical_gap(cursor, run: str) -> float | None:
 
 
 def series(cursor, run: str, metrics: list[str], *, lo=None, hi=None, x: str = "step",
-           points: int = 1000, raw_lines: int = RAW_LINES) -> Series:
+           points: int = 1000, raw_lines: int = RAW_LINES, gaps: bool = False) -> Series:
     """``metrics`` of ``run`` in steps [lo, hi] as at most ``points`` rows per metric (see the
     module docstring). A metric the run lacks is simply absent from the frame. A range of up
-    to ``raw_lines`` lines is bucketed from raw lines, a longer one from tiles."""
+    to ``raw_lines`` lines is bucketed from raw lines, a longer one from tiles. ``gaps``: the
+    frame has gaps()'s metrics "gap_s" and "gap_steps" too, read in the same round trips
+    (the same rows as gaps() gives: the bucket layout depends on the lines, not the metrics)."""
     known = set(columns(cursor))
     names = [m for m in dict.fromkeys(metrics) if m in known]
-    return _read(cursor, run, names, (lo, hi, x), points, raw_lines)
+    return _read(cursor, run, names + (list(GAPS) if gaps else []), (lo, hi, x), points,
+                 raw_lines)
 
 
 def gaps(cursor, run: str, *, lo=None, hi=None, x: str = "step", points: int = 1000,

@@ -390,3 +390,28 @@ def test_stacked_panels_share_one_legend_above_the_first():
     for unit in layers(first):
         legend = unit.get("encoding", {}).get("color", {}).get("legend")
         assert legend is None or legend.get("orient") == "top"
+
+
+def data_names(node) -> set[str]:
+    """Every dataset a spec (or part of one) draws from by name."""
+    if isinstance(node, dict):
+        own = {node["data"]["name"]} if isinstance(node.get("data"), dict) and \
+            "name" in node["data"] else set()
+        return own.union(*(data_names(v) for k, v in node.items() if k != "datasets"))
+    if isinstance(node, list):
+        return set().union(*(data_names(v) for v in node))
+    return set()
+
+
+def test_a_panel_spec_carries_its_frames_for_streamlit_and_exports_alike():
+    """The page sends specs built once per run version (panels.py): each named dataset is a
+    frame Streamlit turns into Arrow, equal frames share one name, and the spec exports."""
+    chart = charts.metric_chart(frame(n=(1, 2, 1, 1)), "loss", smooth=0.6,
+                                markers=seed_markers("step"), reference=2.0)
+    spec = charts.vega_lite(chart)
+    assert data_names(spec) == set(spec["datasets"])
+    assert all(isinstance(d, pd.DataFrame) for d in spec["datasets"].values())
+    shown = next(d for d in spec["datasets"].values() if "value" in d.columns)
+    assert shown["value"].tolist() == [2.0, 1.5, 9.0, 1.2]
+    assert charts.vega_lite(chart)["datasets"].keys() == spec["datasets"].keys()
+    assert export.png(spec).startswith(b"\x89PNG\r\n\x1a\n")

@@ -261,3 +261,44 @@ def test_markers_are_placed_alike_on_every_axis(tmp_path):
             assert list(got["kind"]) == ["checkpoint", "epoch", "incident", "checkpoint"]
             flat = [v for pair in zip(got["x0"], got["x1"], strict=True) for v in pair]
             assert flat == pytest.approx([v for pair in spans for v in pair]), x
+
+
+def test_a_long_strip_merged_from_tiles_matches_the_lines_it_covers(tmp_path):
+    """Past ``counted_lines`` tiled lines the strip is merged from blocks (chart tiles and the
+    untiled tail) and a sample of their lines: each cell's bucket is the most common one
+    among the current timeline's lines inside it (each block holds one bucket here, so the
+    sample must find it, share 1), lines hidden by a resume are left out, and the cells
+    cover the range end to end on every axis."""
+    from app.read import tiles
+
+    logs = tmp_path / "logs"
+    first = [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5,
+              "buckets": [(s - 1) // 1024 % 5] * 3} for s in range(1, 5001)]
+    resumed = [{"step": s, "loss": 1.0, "elapsed_s": 3000.0 + s, "buckets": [7, 7]}
+               for s in range(4001, 4601)]  # hides attempt 1's steps 4001..5000
+    write(logs, "long", first + resumed)
+    with Monitor.open(logs, SETTINGS) as monitor:
+        monitor.tailer.catch_up()
+        tiles.roll(monitor.db)
+        cursor = monitor.db.cursor()
+        timeline = {r["step"]: r for r in first if r["step"] < 4001}
+        timeline.update({r["step"]: r for r in resumed})
+        cells = bucket_strip(cursor, "long", counted_lines=0)
+        # attempt 1's tiles 0..7 (tile 8 is wholly hidden), attempt 2's part of tile 9, the tail
+        assert len(cells) == 10
+        assert (cells["x0"].iat[0], cells["x1"].iat[-1]) == (1, 4600)
+        assert (cells["x0"].diff().dropna() > 0).all()
+        assert (cells["x1"].iloc[:-1].to_numpy() == cells["x0"].iloc[1:].to_numpy()).all()
+        for cell in cells.itertuples():
+            inside = [b for s, r in timeline.items() for b in r["buckets"]
+                      if cell.x0 <= s < cell.x1 or s == cell.x1 == 4600]
+            assert (cell.bucket, cell.share) == (max(set(inside), key=inside.count), 1.0)
+        by_time = bucket_strip(cursor, "long", x="elapsed", counted_lines=0)
+        assert list(by_time["x0"]) == [timeline[s]["elapsed_s"] for s in cells["step"]]
+        assert list(by_time["bucket"]) == list(cells["bucket"])
+        zoom = bucket_strip(cursor, "long", lo=1000, hi=3500, max_cells=2, counted_lines=0)
+        assert len(zoom) == 2 and (zoom["x0"].iat[0], zoom["x1"].iat[-1]) == (1000, 3500)
+        for cell in zoom.itertuples():
+            inside = {b for s, r in timeline.items() for b in r["buckets"]
+                      if cell.x0 <= s <= cell.x1}
+            assert cell.bucket in inside and 0 < cell.share <= 1

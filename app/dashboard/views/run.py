@@ -6,16 +6,9 @@ there, and the charts re-read that range at full resolution. The charts sit in a
 that refreshes every 2 s without touching the URL, so the zoom survives each refresh.
 """
 
-import pandas as pd
 import streamlit as st
 
-from app.dashboard import charts, export, source
-
-# Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
-# plot about 120 px and the bucket strip's cells about 50 px
-HEIGHT = 230
-STRIP_HEIGHT = 250
-LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
+from app.dashboard import charts, export, panels, source
 
 
 def choose_run(view: source.RunView) -> str | None:
@@ -99,27 +92,6 @@ def controls(run: str, view: source.RunView, ver: tuple) -> None:
     low[3].caption("Drag across any chart to zoom; that range is read again at full resolution.")
 
 
-def x_domain(frame, view: source.RunView) -> list[float] | None:
-    """The x range every panel shares: the zoom's steps, else what the series span."""
-    if view.x == "step" and view.lo is not None and view.hi is not None:
-        return [float(view.lo), float(view.hi)]
-    if frame.empty:
-        return None
-    return [float(frame["x"].min()), float(frame["x"].max())]
-
-
-def read(run: str, view: source.RunView, ver: tuple, metrics: list[str]):
-    """The frames of every panel, from the cache while the run has no new lines."""
-    args = (view.lo, view.hi, view.x)
-    plain = tuple(m for m in metrics if m not in source.GAP_METRICS)
-    series = source.series(run, ver, plain, *args)
-    frames = [series.frame]
-    if any(m in source.GAP_METRICS for m in metrics):
-        frames.append(source.gaps(run, ver, *args).frame)
-    frame = pd.concat([f for f in frames if not f.empty] or [series.frame], ignore_index=True)
-    return series, frame, source.markers(run, ver, *args), source.strip(run, ver, *args)
-
-
 def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
     span = source.step_span(run, ver)
     last = f", last step {span[1]}" if span else ""
@@ -133,46 +105,38 @@ def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
     st.caption(f"{series.lines} lines{last} ({where}{shown})")
 
 
-def panel(run: str, metric: str, frame, marks, view: source.RunView, domain,
-          typical, first: bool) -> None:
-    """One chart with its PNG download; a drag on it zooms the whole page. The first panel
-    carries the legends (above its plot, so every panel's plot keeps the same width)."""
-    chart = charts.metric_chart(frame, metric, x=view.x, smooth=view.smooth, markers=marks,
-                                height=HEIGHT + (LEGEND_HEIGHT if first else 0),
-                                x_domain=domain, legend=first,
-                                reference=typical if metric == "gap_s" else None)
-    key = f"chart-{metric}-{view.x}-{view.lo}-{view.hi}"  # a new range: a fresh brush
-    event = st.altair_chart(chart, on_select="rerun", key=key, width="stretch",
-                            alt=f"{metric} chart of {run}")
-    zoom = charts.selected_steps((event.selection or {}).get(charts.ZOOM),
-                                 frame[frame["metric"] == metric], view.x)
+def draw(run: str, item: panels.Panel, view: source.RunView) -> None:
+    """One panel with its PNG download; a drag on it zooms the whole page."""
+    if item.metric == panels.STRIP:
+        st.vega_lite_chart(spec=item.spec, width="stretch", height=item.height,
+                           alt=f"bucket strip of {run}")
+        return
+    key = f"chart-{item.metric}-{view.x}-{view.lo}-{view.hi}"  # a new range: a fresh brush
+    event = st.vega_lite_chart(spec=item.spec, on_select="rerun", key=key, width="stretch",
+                               height=item.height, alt=f"{item.metric} chart of {run}")
+    zoom = charts.selected_steps((event.selection or {}).get(charts.ZOOM), item.zoom_rows,
+                                 view.x)
     if zoom is not None:
         source.set_params(**{"from": zoom[0], "to": zoom[1]})
         st.rerun(scope="app")  # the controls outside this fragment show the new range
-    st.download_button("PNG", data=lambda: export.png(chart), file_name=f"{run}-{metric}.png",
-                       mime="image/png", key=f"png-{metric}", on_click="ignore",
-                       help=f"download the {metric} chart as an image")
+    st.download_button("PNG", data=lambda: export.png(item.spec),
+                       file_name=f"{run}-{item.metric}.png", mime="image/png",
+                       key=f"png-{item.metric}", on_click="ignore",
+                       help=f"download the {item.metric} chart as an image")
 
 
 @st.fragment(run_every=source.REFRESH_S)
 def live(run: str) -> None:
     view = source.parse_run_view(st.query_params)  # the URL as of now (a zoom changes it)
     ver = source.version(run)
-    metrics = chosen_metrics(view, available(run, ver))
-    series, frame, marks, strip = read(run, view, ver, metrics)
-    caption(run, view, series, ver)
-    domain = x_domain(frame, view)
-    typical = source.typical_gap(run, ver)
-    drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
-    if not drawn:
+    metrics = tuple(chosen_metrics(view, available(run, ver)))
+    drawn = panels.run_panels(run, ver, metrics, view.x, view.smooth, view.lo, view.hi)
+    caption(run, view, drawn, ver)
+    if not drawn.charts:
         st.info(f"Run {run} has no lines to chart in this range yet; Reset zoom shows the "
                 "whole run.")
-    for metric in drawn:
-        panel(run, metric, frame, marks, view, domain, typical, first=metric == drawn[0])
-        if metric == "loss" and not strip.empty:
-            st.altair_chart(charts.bucket_strip(strip, x=view.x, x_domain=domain),
-                            width="stretch", height=STRIP_HEIGHT,
-                            alt=f"bucket strip of {run}")
+    for item in drawn.charts:
+        draw(run, item, view)
 
 
 def page() -> None:

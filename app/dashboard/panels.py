@@ -1,0 +1,89 @@
+"""The Run page's panels as Vega-Lite specs, built once for each version of the run and view.
+
+The page refreshes every 2 s. Building a panel with Altair costs about 100-200 ms (it copies
+and validates the spec as it grows), and eight panels made every refresh cost more than a
+second of CPU per open tab even while the run wrote nothing. So the specs are cached with
+the reads they come from, keyed on the run's version (its line count) and the view: an idle
+run costs one cache lookup per refresh, and a growing run is built once per new version.
+
+    panels = run_panels("demo", version, ("loss", "gap_s"), "step", 0.6, None, None)
+    panels.charts[0]  ->  Panel(metric="loss", spec={...Vega-Lite, datasets as DataFrames},
+                                zoom_rows=<x and step of the loss series>)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import charts, source
+
+# Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
+# plot about 120 px and the bucket strip's cells about 50 px
+HEIGHT = 230
+STRIP_HEIGHT = 250
+LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
+STRIP = "buckets"  # the strip's panel name (never a metric's: it is not in `metrics`)
+
+
+@dataclass
+class Panel:
+    metric: str                # a metric, a gap panel, or STRIP
+    spec: dict                 # what st.vega_lite_chart draws
+    height: int
+    zoom_rows: pd.DataFrame    # x and step of what it draws: a brush on x becomes steps
+
+
+@dataclass
+class Panels:
+    lines: int                 # lines of the run in the range
+    full: bool                 # one point per line (nothing bucketed)
+    charts: list[Panel] = field(default_factory=list)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, lo, hi,
+               ) -> Panels:
+    """Every panel of the Run page for these metrics and this view, in the page's order, the
+    bucket strip under the loss chart."""
+    series, frame, marks, strip = _read(run, version, metrics, lo, hi, x)
+    domain = _x_domain(frame, x, lo, hi)
+    typical = source.typical_gap(run, version)
+    drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
+    out = Panels(series.lines, series.full)
+    for metric in drawn:
+        first = metric == drawn[0]
+        height = HEIGHT + (LEGEND_HEIGHT if first else 0)
+        chart = charts.metric_chart(frame, metric, x=x, smooth=smooth, markers=marks,
+                                    height=height, x_domain=domain, legend=first,
+                                    reference=typical if metric == "gap_s" else None)
+        rows = frame.loc[frame["metric"] == metric, ["x", "step"]]
+        out.charts.append(Panel(metric, charts.vega_lite(chart), height, rows))
+        if metric == "loss" and not strip.empty:
+            chart = charts.bucket_strip(strip, x=x, x_domain=domain, height=STRIP_HEIGHT)
+            out.charts.append(Panel(STRIP, charts.vega_lite(chart), STRIP_HEIGHT,
+                                    pd.DataFrame({"x": strip["x0"], "step": strip["step"]})))
+    return out
+
+
+def _read(run: str, version: tuple, metrics: tuple, lo, hi, x: str):
+    """The frames of every panel, from the readers' caches while the run has no new lines."""
+    plain = tuple(m for m in metrics if m not in source.GAP_METRICS)
+    series = source.series(run, version, plain, lo, hi, x)
+    frames = [series.frame]
+    if any(m in source.GAP_METRICS for m in metrics):
+        frames.append(source.gaps(run, version, lo, hi, x).frame)
+    frame = pd.concat([f for f in frames if not f.empty] or [series.frame], ignore_index=True)
+    return (series, frame, source.markers(run, version, lo, hi, x),
+            source.strip(run, version, lo, hi, x))
+
+
+def _x_domain(frame: pd.DataFrame, x: str, lo, hi) -> list[float] | None:
+    """The x range every panel shares: the zoom's steps, else what the series span."""
+    if x == "step" and lo is not None and hi is not None:
+        return [float(lo), float(hi)]
+    if frame.empty:
+        return None
+    return [float(frame["x"].min()), float(frame["x"].max())]
