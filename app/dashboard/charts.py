@@ -158,7 +158,9 @@ def vega_lite(chart: alt.TopLevelMixin) -> dict:
     """The chart as the Vega-Lite dict ``st.vega_lite_chart`` draws, each dataset a DataFrame
     (Streamlit sends it as Arrow), as ``st.altair_chart`` would make it but without checking
     the spec against the schema again: the builders above make only valid specs, and the
-    check took half of a panel's time."""
+    check took half of a panel's time. Every page draws through this (never
+    ``st.altair_chart``, whose conversion switches the same process-wide settings under a
+    lock of its own)."""
     datasets: dict[str, pd.DataFrame] = {}
     alt.data_transformers.register("cliffwatch_frames", _named_frame)
     # Altair's data transformer and theme are process-wide; sessions draw in their own threads

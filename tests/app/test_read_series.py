@@ -204,3 +204,46 @@ def test_tiles_with_edges_and_a_resumed_tail_agree_with_raw(tmp_path):
                                                                                    "elapsed"]
     finally:
         monitor.close()
+
+
+def test_series_with_gaps_in_one_read_equals_the_two_reads(tmp_path):
+    """series(..., gaps=True) is series() and gaps() in one read (the Run page's round trips):
+    the same rows whether the range is read from tiles with edges and a resumed tail, from
+    raw lines, or one row per line, on each axis; and names_and_axes() is the two reads."""
+    import pandas as pd
+
+    logs = tmp_path / "logs"
+    steps = [*range(1, 3801), *range(3000, 3200)]  # attempt 2 resumes at 3000, in the tail
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    # values without ties: a tie's step (lo_step, hi_step) is any of the tied ones
+    path.write_text("".join(json.dumps({"step": s, "loss": (s * 37 % 101) / 8 + s / 1e6,
+                                        "accuracy": s * 13 % 97 + s / 1e6,
+                                        "elapsed_s": i * 0.5 + i * i / 1e8 + (i >= 3900) * 30})
+                            + "\n"
+                            for i, s in enumerate(steps)))
+    monitor = open_monitor(logs)
+    try:
+        tiles.roll(monitor.db)
+        cursor = monitor.db.cursor()
+        reads = [dict(lo=1100, hi=3700, points=40, raw_lines=100),  # tiles, edges and tail
+                 dict(lo=1100, hi=3700, points=40, raw_lines=10**9, x="elapsed"),  # raw
+                 dict(lo=3100, hi=3300, points=1000)]  # one row per line
+        for where in reads:
+            both = S.series(cursor, "r", ["loss", "accuracy"], gaps=True, **where)
+            apart = [S.series(cursor, "r", ["loss", "accuracy"], **where),
+                     S.gaps(cursor, "r", **where)]
+            want = pd.concat([a.frame for a in apart]).sort_values(
+                ["metric", "attempt", "x"], ignore_index=True)
+            # steps between lines are all 1 but at the resume: where those tie is arbitrary
+            ties = (want["metric"] == "gap_steps").to_numpy()
+            for frame in (both.frame, want):
+                frame.loc[ties, ["lo_step", "hi_step"]] = pd.NA
+            pd.testing.assert_frame_equal(both.frame, want)
+            assert (both.lines, both.full) == (apart[0].lines, apart[0].full)
+            assert set(both.frame["metric"]) == {"loss", "accuracy", "gap_s", "gap_steps"}
+        assert S.names_and_axes(cursor, "r") == (S.metric_names(cursor, "r"),
+                                                 S.axes(cursor, "r")) == (
+            ["loss", "accuracy"], ["step", "elapsed"])
+    finally:
+        monitor.close()

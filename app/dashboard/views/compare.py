@@ -52,8 +52,8 @@ def live(chosen: list[str], metric: str, align: str) -> None:
     if not frames:
         st.info(f"No values of {metric} yet in {', '.join(chosen)}.")
         return
-    st.altair_chart(charts.compare_chart(frames, metric, x=align), width="stretch",
-                    alt=f"{metric} of {', '.join(frames)}")
+    st.vega_lite_chart(spec=charts.vega_lite(charts.compare_chart(frames, metric, x=align)),
+                       width="stretch", alt=f"{metric} of {', '.join(frames)}")
     missing = [r for r in chosen if r not in frames]
     if missing:
         st.caption(f"No {metric} in {', '.join(missing)}.")

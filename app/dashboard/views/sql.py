@@ -107,7 +107,8 @@ def show(result) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
     chart = charts.quick_chart(frame) if len(frame) > 1 else None
     if chart is not None:
-        st.altair_chart(chart, width="stretch", alt="quick chart of the result")
+        st.vega_lite_chart(spec=charts.vega_lite(chart), width="stretch",
+                           alt="quick chart of the result")
     st.download_button("Download CSV", frame.to_csv(index=False), file_name="query.csv",
                        mime="text/csv", on_click="ignore")
 
