@@ -76,16 +76,14 @@ def page_panels() -> tuple:
 
 
 def chart_data(cursor, panels: tuple, lo=None, hi=None) -> list:
-    """What the Run page reads for its charts (views/run.py: controls() and live()), one call
-    each as the page makes them; the frames the page draws."""
+    """What the Run page reads for its charts (views/run.py and panels.py), one call each as
+    the page makes them; the frames the page draws."""
     default, gap_panels, points = panels
     series.version(cursor, RUN)
-    names = series.metric_names(cursor, RUN)
-    series.axes(cursor, RUN)
+    names, _axes = series.names_and_axes(cursor, RUN)
     series.step_span(cursor, RUN)
     plain = [m for m in default if m in names and m not in gap_panels]
-    return [series.series(cursor, RUN, plain, lo=lo, hi=hi, points=points),
-            series.gaps(cursor, RUN, lo=lo, hi=hi, points=points),
+    return [series.series(cursor, RUN, plain, lo=lo, hi=hi, points=points, gaps=True),
             series.typical_gap(cursor, RUN)]
 
 
@@ -160,9 +158,9 @@ def server_figures(lines: int, base: Path, panels: tuple) -> dict:
         figures["zoom_warm_ms"], _ = timed(page_reads, cursor, panels, lo, hi)
         figures["json_bytes"], figures["arrow_bytes"] = payload(frames)
         figures["zoom_json_bytes"], figures["zoom_arrow_bytes"] = payload(zoom)
-        figures["points"] = max(per_metric(frames[0]), per_metric(frames[1]))
+        figures["points"] = per_metric(frames[0])
         figures["zoom_lines"] = zoom[0].lines
-        figures["zoom_points"] = max(per_metric(zoom[0]), per_metric(zoom[1]))
+        figures["zoom_points"] = per_metric(zoom[0])
     finally:
         monitor.close()
     return figures

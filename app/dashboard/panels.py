@@ -71,11 +71,9 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
 def _read(run: str, version: tuple, metrics: tuple, lo, hi, x: str):
     """The frames of every panel, from the readers' caches while the run has no new lines."""
     plain = tuple(m for m in metrics if m not in source.GAP_METRICS)
-    series = source.series(run, version, plain, lo, hi, x)
-    frames = [series.frame]
-    if any(m in source.GAP_METRICS for m in metrics):
-        frames.append(source.gaps(run, version, lo, hi, x).frame)
-    frame = pd.concat([f for f in frames if not f.empty] or [series.frame], ignore_index=True)
+    gaps = any(m in source.GAP_METRICS for m in metrics)
+    series = source.series(run, version, plain, lo, hi, x, gaps=gaps)  # one read for both
+    frame = series.frame
     return (series, frame, source.markers(run, version, lo, hi, x),
             source.strip(run, version, lo, hi, x))
 

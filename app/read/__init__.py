@@ -14,4 +14,4 @@ from app.db import queries
 
 def frame(cursor, name: str, params: dict | None = None) -> pd.DataFrame:
     """A named query's result as a DataFrame, through Arrow (no per-value Python objects)."""
-    return queries.arrow(cursor, name, params).to_pandas()
+    return queries.arrow_small(cursor, name, params).to_pandas()

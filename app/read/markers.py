@@ -15,13 +15,13 @@ firings are rules at the step that fired. ``lo``/``hi`` (steps, inclusive) keep 
 that overlap the range (queries/read/markers.sql).
 
 Cost is bounded whatever the run's length (the Run page reads this on every refresh):
-markers.sql reads only the small tables. Markers with no elapsed_s or time of their own
-(incidents, alert firings, resumes) are placed at the run's logged line at their step, looked
-up by the list of those steps pushed into the scan (row groups holding none are skipped);
-only a step with no logged line of its own is looked up alone, in a step window
-(``WINDOWS``) before it. The run's newest line (where an unfinished checkpoint ends) is
-found as the Runs table finds it (app/read/runs.py ``file_end``): from the tile watermark,
-then read by its rowid.
+one round trip for the markers (queries/read/markers.sql: the small tables, and the run's
+newest line, where an unfinished checkpoint ends, found as the Runs table finds it
+(app/read/runs.py ``file_end``): from each file's tile watermark on, through a dynamic
+rowid filter). Markers with no elapsed_s or time of their own (incidents, alert firings,
+resumes) are placed at the run's logged line at their step, looked up by the list of those
+steps pushed into the scan (row groups holding none are skipped); only a step with no
+logged line of its own is looked up alone, in a step window (``WINDOWS``) before it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import pandas as pd
 from app.db import queries
 from app.errors import CliffwatchError
 from app.read import frame
-from app.read.runs import file_end
 
 UNITS = ("step", "elapsed", "time")
 COLUMNS = {"elapsed": "elapsed_s", "time": "time"}
@@ -42,33 +41,21 @@ def markers(cursor, run: str, *, lo: int | None = None, hi: int | None = None,
             x: str = "step") -> pd.DataFrame:
     if x not in UNITS:
         raise CliffwatchError(f"x must be one of {', '.join(UNITS)}, got {x!r}")
-    files = frame(cursor, "read/runs_files", {"runs": [run]})
-    step, elapsed, when = newest_line(cursor, files)
-    found = frame(cursor, "read/markers", {"run": run, "lo": lo, "hi": hi, "newest_step": step,
-                                           "newest_elapsed": elapsed, "newest_time": when})
+    found = frame(cursor, "read/markers", {"run": run, "lo": lo, "hi": hi})
     if x == "step":
         x0, x1 = found["step"], found["end_step"]
     else:
         own0, own1 = found["e0" if x == "elapsed" else "t0"], found["e1" if x == "elapsed"
                                                                      else "t1"]
         wanted = {*found["step"][own0.isna()], *found["end_step"][own1.isna()]}
-        at = positions(cursor, run, [int(f) for f in files["file_id"]], wanted, COLUMNS[x])
+        files = [int(f) for f in found["files"].iat[0]] if len(found) else []
+        at = positions(cursor, run, files, wanted, COLUMNS[x])
         x0 = own0.fillna(found["step"].map(at))
         x1 = own1.fillna(found["end_step"].map(at))
     out = found.assign(x0=pd.to_numeric(x0, errors="coerce").astype("float64"),
                        x1=pd.to_numeric(x1, errors="coerce").astype("float64"))
     out = out.sort_values(["step", "kind", "x0"], kind="stable", ignore_index=True)
     return out[["kind", "detail", "x0", "x1", "step", "end_step", "label"]]
-
-
-def newest_line(cursor, files: pd.DataFrame) -> tuple:
-    """Step, elapsed_s and time of the run's newest logged line (any attempt), or Nones."""
-    ends = [(file_end(cursor, f)[1], f.file_id) for f in files.itertuples()]
-    line, file = max(((last, f) for last, f in ends if last is not None), default=(None, None))
-    if line is None:
-        return None, None, None
-    return queries.execute(cursor, "read/markers_line", {"file": int(file), "line": int(line)}
-                           ).fetchall()[0]
 
 
 def positions(cursor, run: str, files: list[int], steps: set, column: str) -> dict:

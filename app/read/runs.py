@@ -116,7 +116,7 @@ def file_end(cursor, file) -> tuple[int, int | None]:
 def older_value(cursor, column: str, places: list[tuple[int, int]]) -> float | None:
     """The newest non-NULL ``column`` below rowid ``before`` of each (file, before), or None
     (also when no log has the column yet)."""
-    if column not in {f.name for f in queries.arrow(cursor, "read/tiles_columns").schema}:
+    if column not in {f.name for f in queries.arrow_small(cursor, "read/tiles_columns").schema}:
         return None
     found = [queries.execute(cursor, "read/runs_last_value", {"file": file, "before": before},
                              {"column": column}).fetchall()[0] for file, before in places]

@@ -302,7 +302,7 @@ def _finish(rows: pd.DataFrame, full: bool) -> pd.DataFrame:
 
 def _schema(cursor):
     """metric_rows' columns and types (one cheap query, read once a call)."""
-    return queries.arrow(cursor, "read/tiles_columns").schema
+    return queries.arrow_small(cursor, "read/tiles_columns").schema
 
 
 def _present(cursor, run, schema) -> set[str]:

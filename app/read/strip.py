@@ -71,7 +71,7 @@ def from_blocks(cursor, blocks: pd.DataFrame, where: tuple, max_cells: int) -> p
         return pd.DataFrame(columns=COLUMNS)
     cell = np.arange(len(blocks)) * min(max_cells, len(blocks)) // len(blocks)
     lines, owner = sample_lines(blocks, cell)
-    found = queries.arrow(cursor, "read/strip_sample", {"lines": lines.tolist()})
+    found = queries.arrow_small(cursor, "read/strip_sample", {"lines": lines.tolist()})
     kept = valid(found, blocks, owner, lines, where)
     counts = _modes(found, kept, cell)
     if counts.empty:

@@ -41,7 +41,7 @@ NOT_METRICS = {"attempt", "step", "file_id", "elapsed_s", "time", "epoch"}
 def columns(cursor) -> list[str]:
     """The numeric metric columns tiles cover (not step, attempt, file_id, the x axes, epoch;
     not buckets or extra_metrics), in table order."""
-    return metric_columns(queries.arrow(cursor, "read/tiles_columns").schema)
+    return metric_columns(queries.arrow_small(cursor, "read/tiles_columns").schema)
 
 
 def metric_columns(schema: pa.Schema) -> list[str]:

@@ -5,16 +5,31 @@
 --   resumes (attempt > 1) as rules, incidents as spans from step to end_step, and alert
 --   firings, each with a tooltip label and the evidence. Only markers that overlap steps
 --   lo..hi. e0/t0 and e1/t1 are the elapsed_s and time of each end where the event itself
---   says them (else NULL: app/read/markers.py places them at the run's logged lines). Reads
---   only the small tables (events, attempts, incidents, alert_transitions): the run's newest
---   line comes in as parameters.
+--   says them (else NULL: app/read/markers.py places them at the run's logged lines, in the
+--   metrics files `files`). Reads the small tables (events, attempts, incidents,
+--   alert_transitions) and, for the run's newest line, only each metrics file's lines from
+--   its tile watermark on (it reaches the scan as a dynamic filter on rowid), as the Runs
+--   table finds it: one round trip.
 -- param run: run id (example: 'seed-cliff')
 -- param lo: first step of the range, or NULL from the start (default: NULL) (example: 0)
 -- param hi: last step of the range, or NULL to the end (default: NULL) (example: 5000)
--- param newest_step: step of the run's newest logged line, or NULL (default: NULL) (example: 4499)
--- param newest_elapsed: its elapsed_s, or NULL (default: NULL) (example: 38112.5)
--- param newest_time: its time, or NULL (default: NULL) (example: NULL)
-WITH ev AS MATERIALIZED (
+WITH marks AS (
+    SELECT f.file_id, coalesce(m.last_line, -1) AS after
+    FROM files AS f
+    LEFT JOIN chart_tile_marks AS m USING (file_id)
+    WHERE f.run = $run AND f.kind = 'metrics'
+), newest AS MATERIALIZED (  -- the run's newest logged line (any attempt), where an open
+    -- checkpoint ends: the last rolled line of each file or a line after it
+    SELECT s.step, s.elapsed_s::DOUBLE AS elapsed_s, s."time"::DOUBLE AS "time"
+    FROM (
+        SELECT rowid AS line, * FROM metric_rows
+        UNION ALL BY NAME  -- elapsed_s and time are columns only once a log has carried them
+        SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
+    ) AS s
+    JOIN marks AS k ON s.file_id = k.file_id AND s.line >= k.after
+    ORDER BY s.line DESC
+    LIMIT 1
+), ev AS MATERIALIZED (
     SELECT kind, step, elapsed_s, "time", data,
            row_number() OVER (ORDER BY file_id, "offset") AS n
     FROM events
@@ -28,10 +43,12 @@ WITH ev AS MATERIALIZED (
     WHERE kind IN ('checkpoint_start', 'checkpoint_end')
     WINDOW w AS (ORDER BY n)
 ), checkpoint AS (
-    SELECT s.step, coalesce(s.next_step, $newest_step) AS end_step,
+    SELECT s.step, coalesce(s.next_step, (SELECT step FROM newest)) AS end_step,
            s.elapsed_s AS e0, s."time" AS t0,
-           CASE WHEN s.next_kind IS NULL THEN $newest_elapsed ELSE s.next_elapsed END AS e1,
-           CASE WHEN s.next_kind IS NULL THEN $newest_time ELSE s.next_time END AS t1,
+           CASE WHEN s.next_kind IS NULL THEN (SELECT elapsed_s FROM newest)
+                ELSE s.next_elapsed END AS e1,
+           CASE WHEN s.next_kind IS NULL THEN (SELECT "time" FROM newest)
+                ELSE s.next_time END AS t1,
            s.data->>'path' AS path, s.next_kind,
            TRY_CAST(s.next_data->>'blocked_s' AS DOUBLE) AS blocked_s,
            TRY_CAST(s.next_data->>'duration_s' AS DOUBLE) AS duration_s
@@ -100,6 +117,7 @@ WITH ev AS MATERIALIZED (
       AND ($hi IS NULL OR step <= $hi)
 )
 SELECT kind, detail, step, coalesce(end_step, step) AS end_step, e0::DOUBLE AS e0,
-       t0::DOUBLE AS t0, e1::DOUBLE AS e1, t1::DOUBLE AS t1, label
+       t0::DOUBLE AS t0, e1::DOUBLE AS e1, t1::DOUBLE AS t1, label,
+       (SELECT list(file_id ORDER BY file_id) FROM marks) AS files
 FROM inside
 ORDER BY step, kind, e0, t0

@@ -302,3 +302,24 @@ def test_a_long_strip_merged_from_tiles_matches_the_lines_it_covers(tmp_path):
             inside = {b for s, r in timeline.items() for b in r["buckets"]
                       if cell.x0 <= s <= cell.x1}
             assert cell.bucket in inside and 0 < cell.share <= 1
+
+
+def test_an_open_checkpoint_ends_at_the_newest_line_tiled_or_not(tmp_path):
+    """The newest line (where an open checkpoint ends) is found from each file's tile
+    watermark on: with every line in tiles, with a tail after them, and before any tile."""
+    from app.read import tiles
+
+    logs = tmp_path / "logs"
+    write(logs, "r", [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5} for s in range(1, 1025)])
+    write(logs, "r", [{"event": "checkpoint_start", "step": 900, "elapsed_s": 450.0}],
+          "events.jsonl")
+    with Monitor.open(logs, SETTINGS) as monitor:
+        monitor.tailer.catch_up()
+        cursor = monitor.db.cursor()
+        assert markers(cursor, "r", x="elapsed")[["x0", "x1"]].values.tolist() == [[450, 512]]
+        assert tiles.roll(monitor.db) == 1024  # every line in tiles: the newest is the mark's
+        assert markers(cursor, "r")[["x0", "x1"]].values.tolist() == [[900, 1024]]
+        write(logs, "r", [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5}
+                          for s in range(1025, 1031)])
+        monitor.tailer.catch_up()
+        assert markers(cursor, "r", x="elapsed")[["x0", "x1"]].values.tolist() == [[450, 515]]
