@@ -232,15 +232,17 @@ def test_generated_token_is_printed_once_and_the_page_keeps_working(token_server
 
 
 def test_page_works_in_a_browser_after_the_token_visit(token_server, browser):  # noqa: F811
-    from tests.app.test_dashboard_browser import lines_shown
-
     server = token_server(None)
     page = browser.new_page()
     page.goto(f"{server.url}/?token={server.token}")
     assert "token" not in page.url
-    assert lines_shown(page) == 3
+    page.get_by_text(re.compile(r"^1 run\(s\) in ")).first.wait_for(timeout=30_000)
+    page.goto(f"{server.url}/run?run=r")  # the cookie, not the URL, carries the token now
+    caption = page.get_by_text(re.compile(r"^\d+ lines, last step")).first
+    caption.wait_for(timeout=30_000)
+    assert caption.inner_text().startswith("3 lines, last step 3")
     page.reload()
-    assert lines_shown(page) == 3
+    page.get_by_text(re.compile(r"^3 lines, last step 3")).first.wait_for(timeout=30_000)
     stranger = browser.new_context().new_page()
     stranger.goto(server.url)
     assert "needs its token" in stranger.content()
