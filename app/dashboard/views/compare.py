@@ -3,7 +3,7 @@ overlaid, aligned by step or by elapsed time, refreshed live."""
 
 import streamlit as st
 
-from app.dashboard import charts, source
+from app.dashboard import charts, export, source
 
 ALIGN = ("step", "elapsed")
 
@@ -52,8 +52,10 @@ def live(chosen: list[str], metric: str, align: str) -> None:
     if not frames:
         st.info(f"No values of {metric} yet in {', '.join(chosen)}.")
         return
-    st.vega_lite_chart(spec=charts.vega_lite(charts.compare_chart(frames, metric, x=align)),
-                       width="stretch", alt=f"{metric} of {', '.join(frames)}")
+    spec = charts.vega_lite(charts.compare_chart(frames, metric, x=align))
+    st.vega_lite_chart(spec=spec, width="stretch", alt=f"{metric} of {', '.join(frames)}")
+    st.download_button("PNG", data=lambda: export.png(spec), file_name=f"compare-{metric}.png",
+                       mime="image/png", on_click="ignore", help="download the chart as an image")
     missing = [r for r in chosen if r not in frames]
     if missing:
         st.caption(f"No {metric} in {', '.join(missing)}.")

@@ -74,7 +74,7 @@ def controls(run: str, view: source.RunView, ver: tuple) -> None:
     state["c-smooth"] = view.smooth
     state["c-metrics"] = chosen_metrics(view, options)
     state["c-from"], state["c-to"] = view.lo, view.hi
-    top = st.columns([2, 2, 5])
+    top = st.columns([3, 2, 5])
     top[0].radio("x axis", units, key="c-x", horizontal=True, on_change=write_param,
                  args=("x", "c-x"))
     top[1].slider("smoothing", 0.0, source.MAX_SMOOTH, step=0.01, key="c-smooth",

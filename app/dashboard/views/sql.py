@@ -15,7 +15,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import charts, source
+from app.dashboard import charts, export, source
 from app.db import queries
 from app.db.readonly import run_readonly
 from app.errors import CliffwatchError
@@ -107,8 +107,11 @@ def show(result) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
     chart = charts.quick_chart(frame) if len(frame) > 1 else None
     if chart is not None:
-        st.vega_lite_chart(spec=charts.vega_lite(chart), width="stretch",
-                           alt="quick chart of the result")
+        spec = charts.vega_lite(chart)
+        st.vega_lite_chart(spec=spec, width="stretch", alt="quick chart of the result")
+        st.download_button("PNG", data=lambda: export.png(spec), file_name="query.png",
+                           mime="image/png", on_click="ignore",
+                           help="download the chart as an image")
     st.download_button("Download CSV", frame.to_csv(index=False), file_name="query.csv",
                        mime="text/csv", on_click="ignore")
 
