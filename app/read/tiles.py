@@ -84,6 +84,8 @@ def roll_chunk(db, mark: list, chunk_lines: int = CHUNK_LINES) -> int:
         # read in this transaction: the rows and the columns it sees agree
         params["metrics"] = columns(cursor) + list(GAPS)
         tiles = {**params, "base": rolled, "tile": TILE_LINES}
+        # Each statement reads the chunk with the same CTE: one temporary table shared by
+        # the three was slower (3,000,000 lines rolled in 4.6 s against 3.3 s; measured once)
         queries.execute(cursor, "read/tiles_roll_lines", tiles)
         queries.execute(cursor, "read/tiles_roll_values", tiles)
         queries.execute(cursor, "read/tiles_mark", {**params, "lines": rolled + lines})
