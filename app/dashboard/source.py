@@ -16,6 +16,7 @@ they take the run and its version and get this thread's cursor themselves.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from app import state as server_state
 from app.errors import CliffwatchError
 
 X_UNITS = ("step", "elapsed", "time")
+MAX_STEP = 2**63 - 1  # a step is a BIGINT: a larger from/to is no step at all
 DEFAULT_SMOOTH = 0.6
 MAX_SMOOTH = 0.99
 # the panels of the Run page, top to bottom, when the run has them
@@ -39,6 +41,31 @@ REFRESH_S = 2
 POINTS = 1000  # points per chart's series: bounded whatever the run's length (issue 9)
 
 
+# ---- text on the page --------------------------------------------------------------------
+
+# What Markdown (CommonMark, GFM, Streamlit's :color[] and $math$) reads in running text: a
+# backslash before any of them shows it as itself. "-", "+", "=", "." and ")" mean something only
+# at the start of a line (one is all md() leaves), so names like "lr-0.1" stay readable.
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#|~$!])")
+_LINE_START = re.compile(r"^(\s*\d*)([-+=.)])")  # a list item ("- ", "1. ") or a rule
+
+
+def md(text) -> str:
+    """Text from outside (a run or metric name, a URL parameter, an error that quotes a query)
+    made safe for st.error/st.title/st.metric/help=...: those render Markdown, so a run named
+    ``[login](https://evil.example)`` or ``![](https://evil.example/p.png)`` would become a link
+    or an image loaded from another host. Escaped, it shows as typed, on one line::
+
+        md("**x** [a](https://b)")  ->  "\\*\\*x\\*\\* \\[a\\]\\(https://b\\)"
+
+    A bare URL in the text (https://b, www.b.c) is still made a link by Streamlit's GFM
+    autolinking, which works on the text after escapes: its target is the text shown.
+    """
+    text = " ".join(str(text).splitlines())
+    text = _MARKDOWN.sub(r"\\\1", text)
+    return _LINE_START.sub(r"\1\\\2", text)
+
+
 # ---- the server's state -----------------------------------------------------------------
 
 def state():
@@ -47,7 +74,7 @@ def state():
     try:
         return server_state.current()
     except CliffwatchError as exc:
-        st.info(f"cliffwatch: {exc}.")
+        st.info(f"cliffwatch: {md(exc)}.")
         st.stop()
 
 
@@ -66,7 +93,7 @@ def health_warning() -> None:
         return
     failure = worker.failure
     if failure:
-        st.warning(f"{failure}. The charts show what was stored before it; "
+        st.warning(f"{md(failure)}. The charts show what was stored before it; "
                    "`GET /api/health` says when ingest recovers.")
         return
     lag = worker.lag_s()
@@ -82,9 +109,9 @@ def guarded(body, *args) -> None:
     try:
         body(*args)
     except CliffwatchError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     except duckdb.Error as exc:
-        st.warning(f"The monitor's database stopped answering ({type(exc).__name__}: {exc}). "
+        st.warning(f"The monitor's database stopped answering ({type(exc).__name__}: {md(exc)}). "
                    "If the server was stopped, start it again with `python -m app serve`, "
                    "then reload this page.")
 
@@ -203,7 +230,7 @@ def parse_step(params: Mapping, name: str, problems: list[str]) -> int | None:
         value = int(float(text)) if float(text).is_integer() else None
     except ValueError:
         value = None
-    if value is None or value < 0:
+    if value is None or not 0 <= value <= MAX_STEP:
         problems.append(f"{name} must be a whole step number such as 1200, not {text!r}; "
                         "showing the whole run")
         return None
@@ -269,11 +296,12 @@ def set_params(**values) -> None:
 
 def run_url(run: str, lo: int | None = None, hi: int | None = None) -> str:
     """A relative link to the Run page (relative, so a base path or proxy still works)."""
-    from urllib.parse import urlencode
+    from urllib.parse import quote, urlencode
 
     params = {"run": run}
     if lo is not None:
         params["from"] = int(lo)
     if hi is not None:
         params["to"] = int(hi)
-    return f"./run?{urlencode(params)}"
+    # %20, not +: the Runs table shows the link's run=... decoded, and "+" would stay a "+"
+    return f"./run?{urlencode(params, quote_via=quote)}"

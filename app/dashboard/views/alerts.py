@@ -60,8 +60,9 @@ def active_states(states: list[dict]) -> None:
     for s in sorted(active, key=lambda s: s.get("state") != "firing"):
         since = f" since step {s['changed_step']}" if s.get("changed_step") is not None else ""
         summary = summary_of(s.get("detail"))
-        detail = f": {summary}" if summary else ""
-        line = f"**{s.get('rule')}** on **{s.get('run')}** is {s.get('state')}{since}{detail}"
+        detail = f": {source.md(summary)}" if summary else ""
+        line = (f"**{source.md(s.get('rule'))}** on **{source.md(s.get('run'))}** is "
+                f"{source.md(s.get('state'))}{since}{detail}")
         (st.error if s.get("state") == "firing" else st.warning)(line)
 
 
@@ -94,8 +95,9 @@ def live() -> None:
 
 def rules_section(view: dict) -> list[str]:
     st.subheader("Rules")
-    st.caption(f"From {view.get('rules_source')}. Notifications go to: "
-               + (", ".join(t["label"] for t in view.get("targets") or []) or "the server log")
+    st.caption(f"From {source.md(view.get('rules_source'))}. Notifications go to: "
+               + (source.md(", ".join(t["label"] for t in view.get("targets") or []))
+                  or "the server log")
                + ".")
     rules = view.get("rules") or []
     st.dataframe(pd.DataFrame(rules), hide_index=True, width="stretch",
@@ -131,7 +133,8 @@ def silence_form(rules: list[str], runs: list[str]) -> None:
     if seconds <= 0:
         raise CliffwatchError('for must be longer than 0, e.g. "2h"')
     sid = alerts_mod.silence(source.state(), rule, run, seconds, comment or None)
-    st.success(f"Silence {sid}: {rule} on {run} for {duration}.")
+    st.success(f"Silence {sid}: {source.md(rule)} on {source.md(run)} for "
+               f"{source.md(duration)}.")
 
 
 def page() -> None:

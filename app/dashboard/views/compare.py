@@ -17,7 +17,7 @@ def pick(names: list[str]) -> tuple[list[str], str, str] | None:
     wanted = source.parse_list(st.query_params, "runs")
     unknown = [r for r in wanted if r not in names]
     if unknown:
-        st.warning(f"No run named {', '.join(unknown)}; the Runs page lists every run.")
+        st.warning(f"No run named {source.md(', '.join(unknown))}; the Runs page lists every run.")
     state = st.session_state
     state["k-runs"] = [r for r in wanted if r in names]
     st.multiselect("runs", names, key="k-runs", on_change=write_param, args=("runs", "k-runs"))
@@ -28,7 +28,8 @@ def pick(names: list[str]) -> tuple[list[str], str, str] | None:
     metrics = sorted({m for r in chosen for m in source.metric_names(r, source.version(r))})
     metric = st.query_params.get("metric") or ("loss" if "loss" in metrics else metrics[0])
     if metric not in metrics:
-        st.warning(f"None of these runs has metric {metric!r}; showing {metrics[0]}.")
+        st.warning(f"None of these runs has metric {source.md(repr(metric))}; showing "
+                   f"{source.md(metrics[0])}.")
         metric = metrics[0]
     align = st.query_params.get("x") if st.query_params.get("x") in ALIGN else "step"
     state["k-metric"], state["k-x"] = metric, align
@@ -50,7 +51,7 @@ def live(chosen: list[str], metric: str, align: str) -> None:
         if not frame.empty:
             frames[run] = frame
     if not frames:
-        st.info(f"No values of {metric} yet in {', '.join(chosen)}.")
+        st.info(f"No values of {source.md(metric)} yet in {source.md(', '.join(chosen))}.")
         return
     spec = charts.vega_lite(charts.compare_chart(frames, metric, x=align))
     st.vega_lite_chart(spec=spec, width="stretch", alt=f"{metric} of {', '.join(frames)}")
@@ -58,7 +59,7 @@ def live(chosen: list[str], metric: str, align: str) -> None:
                        mime="image/png", on_click="ignore", help="download the chart as an image")
     missing = [r for r in chosen if r not in frames]
     if missing:
-        st.caption(f"No {metric} in {', '.join(missing)}.")
+        st.caption(f"No {source.md(metric)} in {source.md(', '.join(missing))}.")
 
 
 def page() -> None:
@@ -67,7 +68,8 @@ def page() -> None:
     source.health_warning()
     names = source.run_names()
     if not names:
-        st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+        st.info(f"No runs yet: waiting for logs in {source.md(source.logdir())} (see the "
+                "Runs page).")
         return
     picked = pick(names)
     if picked:

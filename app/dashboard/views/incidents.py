@@ -18,7 +18,8 @@ def filters(names: list[str]) -> tuple[str | None, list[str]]:
     """Run and kinds from the URL, in widgets that write back to it."""
     run = st.query_params.get("run")
     if run and run not in names:
-        st.warning(f"No run named {run!r}; showing every run (the Runs page lists them).")
+        st.warning(f"No run named {source.md(repr(run))}; showing every run (the Runs page "
+                   "lists them).")
         run = None
     kinds = [k for k in source.parse_list(st.query_params, "kind") if k in KINDS]
     st.session_state["i-run"], st.session_state["i-kind"] = run or ALL, kinds
@@ -34,8 +35,8 @@ def filters(names: list[str]) -> tuple[str | None, list[str]]:
 def live(run: str | None, kinds: list[str]) -> None:
     table = source.incidents_table(run, tuple(kinds) or None)
     if table.empty:
-        st.info("No incidents" + (f" in {run}" if run else "") + " so far: detection looks "
-                "for loss spikes, accuracy cliffs, stalls and NaN/inf as lines arrive.")
+        st.info("No incidents" + (f" in {source.md(run)}" if run else "") + " so far: detection "
+                "looks for loss spikes, accuracy cliffs, stalls and NaN/inf as lines arrive.")
         return
     table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
                                zip(table["run"], table["from_step"], table["to_step"],
@@ -58,7 +59,8 @@ def page() -> None:
     source.health_warning()
     names = source.run_names()
     if not names:
-        st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+        st.info(f"No runs yet: waiting for logs in {source.md(source.logdir())} (see the "
+                "Runs page).")
         return
     live(*filters(names))
 

@@ -16,7 +16,8 @@ def choose_run(view: source.RunView) -> str | None:
     names = source.run_names()
     if view.run is None:
         if not names:
-            st.info(f"No runs yet: waiting for logs in {source.logdir()} (see the Runs page).")
+            st.info(f"No runs yet: waiting for logs in {source.md(source.logdir())} (see the "
+                    "Runs page).")
             return None
         pick = st.selectbox("Run", names, index=None, placeholder="pick a run")
         if pick:
@@ -24,9 +25,9 @@ def choose_run(view: source.RunView) -> str | None:
             st.rerun()
         return None
     if view.run not in names:
-        shown = ", ".join(names[:10]) + (" ..." if len(names) > 10 else "")
-        st.error(f"No run named {view.run!r} in {source.logdir()}. A run is a folder there "
-                 "holding metrics.jsonl; the Runs page (/) lists every run"
+        shown = source.md(", ".join(names[:10])) + (" ..." if len(names) > 10 else "")
+        st.error(f"No run named {source.md(repr(view.run))} in {source.md(source.logdir())}. "
+                 "A run is a folder there holding metrics.jsonl; the Runs page (/) lists every run"
                  + (f" (e.g. {shown})" if names else "")
                  + ", as does `python -m app sql --query runs`.")
         return None
@@ -48,8 +49,8 @@ def chosen_metrics(view: source.RunView, options: list[str]) -> list[str]:
 def warn_missing(view: source.RunView, options: list[str]) -> None:
     missing = [m for m in view.metrics or () if m not in options]
     if missing:
-        st.warning(f"Run {view.run} has no metric {', '.join(missing)}, so no chart for it; "
-                   f"it has: {', '.join(options)}.")
+        st.warning(f"Run {source.md(view.run)} has no metric {source.md(', '.join(missing))}, "
+                   f"so no chart for it; it has: {source.md(', '.join(options))}.")
 
 
 def write_param(name: str, key: str) -> None:
@@ -122,7 +123,7 @@ def draw(run: str, item: panels.Panel, view: source.RunView) -> None:
     st.download_button("PNG", data=lambda: export.png(item.spec),
                        file_name=f"{run}-{item.metric}.png", mime="image/png",
                        key=f"png-{item.metric}", on_click="ignore",
-                       help=f"download the {item.metric} chart as an image")
+                       help=f"download the {source.md(item.metric)} chart as an image")
 
 
 @st.fragment(run_every=source.REFRESH_S)
@@ -133,8 +134,8 @@ def live(run: str) -> None:
     drawn = panels.run_panels(run, ver, metrics, view.x, view.smooth, view.lo, view.hi)
     caption(run, view, drawn, ver)
     if not drawn.charts:
-        st.info(f"Run {run} has no lines to chart in this range yet; Reset zoom shows the "
-                "whole run.")
+        st.info(f"Run {source.md(run)} has no lines to chart in this range yet; Reset zoom "
+                "shows the whole run.")
     for item in drawn.charts:
         draw(run, item, view)
 
@@ -147,16 +148,16 @@ def page() -> None:
         source.set_params(**{"from": lo, "to": hi, "step": None})
         view = source.parse_run_view(st.query_params)
     for problem in view.problems:
-        st.warning(problem)
+        st.warning(source.md(problem))
     run = choose_run(view)
     if run is None:
         return
-    st.title(run)
+    st.title(source.md(run))
     source.health_warning()
     ver = source.version(run)
     if source.step_span(run, ver) is None:
-        st.info(f"Run {run} has no metric lines yet; its charts appear with the first line "
-                "of metrics.jsonl.")
+        st.info(f"Run {source.md(run)} has no metric lines yet; its charts appear with the "
+                "first line of metrics.jsonl.")
         return
     warn_missing(view, available(run, ver))
     controls(run, view, ver)

@@ -22,7 +22,8 @@ def forward_old_link() -> None:
 
 
 def waiting() -> None:
-    st.info(f"Waiting for logs in {source.logdir()} ... Each run is a folder there holding "
+    logdir = source.md(source.logdir())
+    st.info(f"Waiting for logs in {logdir} ... Each run is a folder there holding "
             "`metrics.jsonl` (one JSON object per line with an integer `step` and numbers, "
             'e.g. `{"step": 1, "loss": 0.79}`), and optionally `events.jsonl` and `run.json` '
             "(docs/log-format.md). `python -m app replay samples/seed-cliff --to "
@@ -48,7 +49,7 @@ def live() -> None:
             "lines_per_min": st.column_config.NumberColumn("lines/min", format="%.1f"),
             "open_incidents": st.column_config.NumberColumn("open incidents"),
         })
-    st.caption(f"{len(table)} run(s) in {source.logdir()}; refreshed every "
+    st.caption(f"{len(table)} run(s) in {source.md(source.logdir())}; refreshed every "
                f"{source.REFRESH_S} s.")
 
 

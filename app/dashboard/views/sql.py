@@ -100,9 +100,9 @@ def show(result) -> None:
     frame = result_frame(result)
     note = result.truncation_message()
     if note:
-        st.warning(note)
+        st.warning(source.md(note))
     if frame.shape == (1, 1):
-        st.metric(frame.columns[0], str(frame.iat[0, 0]))
+        st.metric(source.md(frame.columns[0]), source.md(frame.iat[0, 0]))
     st.caption(f"{len(frame)} row(s) in {result.elapsed_s:.3f} s")
     st.dataframe(frame, hide_index=True, width="stretch")
     chart = charts.quick_chart(frame) if len(frame) > 1 else None
@@ -124,7 +124,7 @@ def run(text: str, values: dict) -> None:
                               time_limit=settings.sql_time_limit,
                               max_bytes=settings.sql_max_bytes)
     except (CliffwatchError, duckdb.Error) as exc:
-        st.error(str(exc))
+        st.error(source.md(exc))
         return
     show(result)
 
