@@ -54,13 +54,16 @@ def demo(logdir: Path, port: int) -> int:
 
 
 def _stop_on_signals() -> None:
-    """SIGTERM and SIGHUP end the demo through its ``finally`` like Ctrl-C does. The server
-    catches SIGTERM itself, shuts down cleanly and then raises it again, which lands here; a
-    SIGHUP is turned into that same SIGTERM."""
+    """Ctrl-C, SIGTERM and SIGHUP end the demo through its ``finally``, with the shell's
+    status (130, 143). The server catches SIGINT and SIGTERM itself, shuts down cleanly and
+    then raises the signal again, which lands here; a SIGHUP is turned into that same SIGTERM.
+    (Left to Python's KeyboardInterrupt, a Ctrl-C once ended the demo with status 0: the
+    raised-again SIGINT can meet a handler the server left behind.)"""
 
     def stop(signum, _frame):
         raise SystemExit(128 + signum)
 
+    signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
 
