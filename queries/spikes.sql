@@ -1,33 +1,46 @@
 -- title: Spikes
--- description: Lines where a loss-like metric jumps far above the median of its previous 20
---   lines: at least `ratio` times it and 8 noise scales above it (the noise scale is the
---   median line-to-line change), most of it in one line, so a warm-up ramp is not a spike.
---   The same rules as the live detector (app/diagnose/detect.py), which also follows how long
---   each spike lasts.
+-- description: Lines where a loss-like metric jumps far above the median of its previous
+--   `window` lines: at least `ratio` times it and `sigmas` noise scales above it (the noise
+--   scale is the larger of the median line-to-line change and the interquartile range over
+--   the same lines, each as a standard deviation, and at least `floor` times the median),
+--   with at least `sudden` of the excess arriving in one line, so a warm-up ramp is not a
+--   spike. Nothing is judged before `min_lines` values are there. The defaults are the
+--   live detector's rules (app/diagnose/detect.py, SQL_PARAMS), which also follows how long
+--   each spike lasts; a spike lists every line above its threshold.
 -- param run: run id (example: 'seed-cliff')
 -- param metric: column name (example: 'loss')
 -- param ratio: value / baseline (default: 2.0) (example: 2.0)
+-- param sigmas: noise scales above the baseline (default: 8.0) (example: 8.0)
+-- param window: lines in the rolling baseline (default: 20) (example: 20)
+-- param min_lines: values needed in the window before a line is judged (default: 15) (example: 15)
+-- param floor: least noise scale, a fraction of the baseline (default: 0.01) (example: 0.01)
+-- param sudden: least fraction of the excess arriving in one line (default: 0.5) (example: 0.5)
 WITH m AS (
     SELECT line_id, step, COLUMNS(lambda c: c = $metric) AS value
     FROM metrics_all
     WHERE run = $run
 ), d AS (
-    SELECT *, CASE WHEN isfinite(value) THEN value END AS v,
-           value - lag(value) OVER (ORDER BY line_id) AS change
-    FROM m
+    SELECT *, v - lag(v) OVER (ORDER BY line_id) AS change
+    FROM (SELECT *, CASE WHEN isfinite(value) THEN value END AS v FROM m)
 ), b AS (
     SELECT *,
-        median(v) OVER w AS baseline,
-        greatest(median(abs(change)) OVER w * 1.4826 / sqrt(2),
-                 0.01 * abs(median(v) OVER w)) AS noise
+        CASE WHEN count(v) OVER w >= coalesce($min_lines, 15) THEN median(v) OVER w END
+            AS baseline,
+        CASE WHEN count(change) OVER w >= coalesce($min_lines, 15)
+             THEN median(abs(change)) OVER w END AS jump,
+        (quantile_cont(v, 0.75) OVER w - quantile_cont(v, 0.25) OVER w) / 1.349 AS spread
     FROM d
-    WINDOW w AS (ORDER BY line_id ROWS BETWEEN 20 PRECEDING AND 1 PRECEDING)
+    WINDOW w AS (ORDER BY line_id
+                 ROWS BETWEEN coalesce($window, 20) PRECEDING AND 1 PRECEDING)
 ), hits AS (
-    SELECT *, value - baseline AS excess,
-           greatest(8 * noise, (coalesce($ratio, 2.0) - 1) * abs(baseline)) AS threshold
+    SELECT *, v - baseline AS excess,
+           greatest(coalesce($sigmas, 8.0)
+                        * greatest(jump * (1.4826 / sqrt(2)), spread,
+                                 coalesce($floor, 0.01) * abs(baseline)),
+                    (coalesce($ratio, 2.0) - 1) * abs(baseline)) AS threshold
     FROM b
 )
 SELECT step, value, baseline, value / baseline AS ratio
 FROM hits
-WHERE excess > threshold AND change > 0.5 * excess
+WHERE excess > threshold AND jump IS NOT NULL AND change > coalesce($sudden, 0.5) * excess
 ORDER BY line_id

@@ -1,22 +1,48 @@
-"""`python -m trainer --out runs/NAME [--preset NAME] [--key=value ...]` (see docs/trainer.md)."""
+"""`python -m trainer --out runs/NAME [--preset NAME] [--key=value ...]`; `--help`: all keys."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+import textwrap
+import typing
 
-from trainer.config import Config, parse_args, presets
+from trainer.config import HINTS, SECTIONS, parse_args, presets
 from trainer.errors import TrainerError
 from trainer.train import train
 
 
+def flag(field: dataclasses.Field) -> str:
+    default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+    shown = ",".join(map(str, default)) if isinstance(default, list) else default
+    return f"--{field.name.replace('_', '-')}={shown}"
+
+
+def describe(field: dataclasses.Field) -> str:
+    """`  --key=default   meaning (one of ...)`, wrapped to 100 columns."""
+    meaning = field.metadata["help"]
+    hint = HINTS[field.name]
+    if typing.get_origin(hint) is typing.Literal:
+        meaning += f" (one of {', '.join(typing.get_args(hint))})"
+    head = f"  {flag(field):<30} "
+    return textwrap.fill(meaning, 100, initial_indent=head.ljust(33),
+                         subsequent_indent=" " * 33, break_on_hyphens=False)
+
+
 def usage() -> str:
-    fields = "\n".join(f"  --{f.name.replace('_', '-')}={f.default!r}"
-                       for f in dataclasses.fields(Config)
-                       if f.default is not dataclasses.MISSING)
-    return (f"usage: python -m trainer --out runs/NAME [--preset {'|'.join(presets())}] "
-            f"[--key=value ...]\n\nsettings and their defaults (units and meaning: "
-            f"docs/trainer.md):\n{fields}\n")
+    """Every setting with its default and meaning, grouped by section, from the dataclasses."""
+    lines = [
+        f"usage: python -m trainer --out runs/NAME [--preset {'|'.join(presets())}] "
+        "[--key=value ...]",
+        "",
+        "Settings are --key=value or --key value ('-' = '_'); precedence: defaults, then",
+        "--preset (a TOML file in trainer/presets/), then the other flags.",
+    ]
+    for name, section in SECTIONS.items():
+        lines += ["", f"{name}:"]
+        for field in dataclasses.fields(section):
+            lines.append(describe(field))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

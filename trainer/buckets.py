@@ -37,10 +37,10 @@ class Batch:
 
 def bucket_table(config: Config) -> list[dict]:
     """Bucket id -> length range, as written to run.json."""
-    lows = [config.min_len, *(b + 1 for b in config.bucket_bounds[:-1])]
+    lows = [config.corpus.min_len, *(b + 1 for b in config.batch.bucket_bounds[:-1])]
     return [
         {"id": i, "min_len": lo, "max_len": hi}
-        for i, (lo, hi) in enumerate(zip(lows, config.bucket_bounds, strict=True))
+        for i, (lo, hi) in enumerate(zip(lows, config.batch.bucket_bounds, strict=True))
     ]
 
 
@@ -55,8 +55,8 @@ def fill_batches(rows: np.ndarray, lengths: np.ndarray, config: Config) -> list[
     longest = 0
     for row in rows:
         length = int(lengths[row])
-        fits = (len(current) + 1) * max(longest, length) <= config.token_budget
-        if current and (not fits or len(current) == config.max_batch_size):
+        fits = (len(current) + 1) * max(longest, length) <= config.batch.token_budget
+        if current and (not fits or len(current) == config.batch.max_batch_size):
             batches.append(current)
             current, longest = [], 0
         current.append(int(row))
@@ -88,15 +88,15 @@ def stratified_order(buckets: list[int], rng: np.random.Generator) -> np.ndarray
 
 def epoch_plan(lengths: np.ndarray, config: Config, epoch: int) -> list[Batch]:
     """The epoch's micro-batches in training order; the same for the same seed and epoch."""
-    rng = np.random.default_rng([config.seed, 77, epoch])
-    ids = bucket_ids(lengths, config.bucket_bounds)
+    rng = np.random.default_rng([config.run.seed, 77, epoch])
+    ids = bucket_ids(lengths, config.batch.bucket_bounds)
     batches, owners = [], []
-    for bucket in range(len(config.bucket_bounds)):
+    for bucket in range(len(config.batch.bucket_bounds)):
         rows = rng.permutation(np.flatnonzero(ids == bucket))
         for batch in fill_batches(rows, lengths, config):
             batches.append(batch)
             owners.append(bucket)
-    if config.shuffle == "bucketed":
+    if config.batch.shuffle == "bucketed":
         order = rng.permutation(len(batches))
     else:
         order = stratified_order(owners, rng)

@@ -23,31 +23,31 @@ FOLLOW = 0.75  # probability of a phrase's main successor
 
 
 def make_phrases(config: Config, rng: np.random.Generator) -> list[np.ndarray]:
-    sizes = rng.integers(2, 7, size=config.phrases)
-    return [rng.integers(3, config.vocab_size, size=int(n)) for n in sizes]
+    sizes = rng.integers(2, 7, size=config.corpus.phrases)
+    return [rng.integers(3, config.corpus.vocab_size, size=int(n)) for n in sizes]
 
 
 def make_lengths(config: Config, rng: np.random.Generator) -> np.ndarray:
     # log-normal: median ~e^3.6 = 37 tokens, a tail reaching max_len (cf. the seed's bucket 5)
-    raw = rng.lognormal(mean=3.6, sigma=0.75, size=config.corpus_size)
-    return np.clip(raw.astype(np.int64), config.min_len, config.max_len)
+    raw = rng.lognormal(mean=3.6, sigma=0.75, size=config.corpus.corpus_size)
+    return np.clip(raw.astype(np.int64), config.corpus.min_len, config.corpus.max_len)
 
 
 def make_corpus(config: Config) -> list[np.ndarray]:
     """`corpus_size` int64 token arrays, the same for the same seed and corpus fields."""
-    rng = np.random.default_rng([config.seed, 1234])
+    rng = np.random.default_rng([config.run.seed, 1234])
     phrases = make_phrases(config, rng)
-    successors = rng.integers(0, config.phrases, size=(config.phrases, 2))
+    successors = rng.integers(0, config.corpus.phrases, size=(config.corpus.phrases, 2))
     corpus = []
     for length in make_lengths(config, rng):
         tokens = [BOS]
-        phrase = int(rng.integers(config.phrases))
+        phrase = int(rng.integers(config.corpus.phrases))
         while len(tokens) < length:
             tokens.extend(int(t) for t in phrases[phrase])
             phrase = int(successors[phrase, 0 if rng.random() < FOLLOW else 1])
         seq = np.array(tokens[:length], dtype=np.int64)
         noisy = rng.random(length) < NOISE
         noisy[0] = False
-        seq[noisy] = rng.integers(3, config.vocab_size, size=int(noisy.sum()))
+        seq[noisy] = rng.integers(3, config.corpus.vocab_size, size=int(noisy.sum()))
         corpus.append(seq)
     return corpus

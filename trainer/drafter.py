@@ -54,16 +54,17 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Te
 class Drafter(nn.Module):
     def __init__(self, config: Config) -> None:
         super().__init__()
-        dim = config.drafter_dim
-        self.block_size = config.block_size
-        self.embed = nn.Embedding(config.vocab_size, dim)
-        self.offset = nn.Embedding(config.block_size, dim)  # position inside the block
-        self.ctx_proj = nn.Linear(len(config.hidden_layers) * config.target_dim, dim)
+        drafter, vocab = config.drafter, config.corpus.vocab_size
+        dim = drafter.drafter_dim
+        self.block_size = drafter.block_size
+        self.embed = nn.Embedding(vocab, dim)
+        self.offset = nn.Embedding(drafter.block_size, dim)  # position inside the block
+        self.ctx_proj = nn.Linear(len(drafter.hidden_layers) * config.target.target_dim, dim)
         self.layers = nn.ModuleList(
-            DraftLayer(dim, config.drafter_heads) for _ in range(config.drafter_layers)
+            DraftLayer(dim, drafter.drafter_heads) for _ in range(drafter.drafter_layers)
         )
         self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, config.vocab_size, bias=False)
+        self.head = nn.Linear(dim, vocab, bias=False)
 
     def forward(
         self, context: torch.Tensor, block_tokens: torch.Tensor, anchors: torch.Tensor

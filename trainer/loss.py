@@ -21,10 +21,10 @@ from trainer.config import Config
 def position_weights(log_q_top: torch.Tensor, config: Config) -> torch.Tensor:
     """(..., S-1) weights: decay along the block, blended with the acceptance odds."""
     steps = torch.arange(log_q_top.shape[-1], device=log_q_top.device, dtype=log_q_top.dtype)
-    weights = config.decay**steps
-    if config.streak_alpha > 0:
+    weights = config.loss.decay**steps
+    if config.loss.streak_alpha > 0:
         reach = torch.exp(torch.cumsum(log_q_top.detach(), -1) - log_q_top.detach())
-        weights = weights * ((1 - config.streak_alpha) + config.streak_alpha * reach)
+        weights = weights * ((1 - config.loss.streak_alpha) + config.loss.streak_alpha * reach)
     return weights.expand_as(log_q_top)
 
 
@@ -38,7 +38,7 @@ def draft_loss(
     kl = (log_p.exp() * (log_p - log_q)).sum(-1)
     log_q_top = log_q.gather(-1, top).squeeze(-1)
     weights = position_weights(log_q_top, config)
-    per_position = config.kl_weight * kl - config.ce_weight * log_q_top
+    per_position = config.loss.kl_weight * kl - config.loss.ce_weight * log_q_top
     loss = (weights * per_position).sum() / weights.sum()
     with torch.no_grad():
         match = (log_q.argmax(-1, keepdim=True) == top).squeeze(-1).float()

@@ -38,8 +38,9 @@ class Prepared:
 
 
 def sample_anchors(lengths: list[int], batch: Batch, config: Config) -> torch.Tensor:
-    rng = np.random.default_rng([config.seed, 55, batch.epoch, batch.index])
-    rows = [rng.integers(0, n - config.block_size + 1, size=config.anchors) for n in lengths]
+    rng = np.random.default_rng([config.run.seed, 55, batch.epoch, batch.index])
+    drafter = config.drafter
+    rows = [rng.integers(0, n - drafter.block_size + 1, size=drafter.anchors) for n in lengths]
     return torch.from_numpy(np.stack(rows))
 
 
@@ -52,11 +53,12 @@ def prepare(
     tokens = pad_rows(rows).to(device)
     anchors = sample_anchors([len(r) for r in rows], batch, config).to(device)
     logits, hiddens = target(tokens)
-    context = torch.cat([hiddens[i - 1] for i in config.hidden_layers], dim=-1)
+    context = torch.cat([hiddens[i - 1] for i in config.drafter.hidden_layers], dim=-1)
     context = context[:, : int(anchors.max()) + 1]
-    positions = anchors[..., None] + torch.arange(config.block_size - 1, device=device)
+    positions = anchors[..., None] + torch.arange(config.drafter.block_size - 1, device=device)
     picked = torch.arange(len(rows), device=device)[:, None, None]
-    blocks = torch.full((len(rows), config.anchors, config.block_size), MASK, device=device)
+    shape = (len(rows), config.drafter.anchors, config.drafter.block_size)
+    blocks = torch.full(shape, MASK, device=device)
     blocks[..., 0] = tokens.gather(1, anchors)
     return Prepared(
         batch=batch,

@@ -2,12 +2,18 @@
 
 The drafter learns from a *meaningful* LM, so on first use the target is pre-trained for
 `target_pretrain_steps` on the synthetic corpus and saved to
-`<out parent>/.target-cache/target-<hash>.pt`, keyed by every field that shapes it; later runs
-(and other ranks) load it at once. The folder starts with "." so the monitor never scans it.
+`<out parent>/.target-cache/target-<hash>.pt`; later runs (and other ranks) load it at once.
+The folder starts with "." so the monitor never scans it.
+
+The target is built from `build_config(config)` alone: the seed and the whole corpus and
+target sections, every other setting at its default. The cache key hashes that whole config,
+so no list of fields can miss one: a field added to either section keys the cache by itself,
+and a setting the build reads outside them is at its default, the same for every run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -20,13 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainer.attention import causal_attention
-from trainer.config import Config
+from trainer.config import Config, RunConfig
 from trainer.corpus import PAD, make_corpus
-
-CACHE_KEYS = (
-    "seed", "corpus_size", "vocab_size", "min_len", "max_len", "phrases", "target_dim",
-    "target_layers", "target_heads", "target_pretrain_steps", "target_lr",
-)  # fmt: skip
 
 
 class Block(nn.Module):
@@ -52,14 +53,14 @@ class Block(nn.Module):
 class TargetLM(nn.Module):
     def __init__(self, config: Config) -> None:
         super().__init__()
-        dim = config.target_dim
-        self.embed = nn.Embedding(config.vocab_size, dim)
-        self.pos = nn.Embedding(config.max_len, dim)
+        dim = config.target.target_dim
+        self.embed = nn.Embedding(config.corpus.vocab_size, dim)
+        self.pos = nn.Embedding(config.corpus.max_len, dim)
         self.blocks = nn.ModuleList(
-            Block(dim, config.target_heads) for _ in range(config.target_layers)
+            Block(dim, config.target.target_heads) for _ in range(config.target.target_layers)
         )
         self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, config.vocab_size, bias=False)
+        self.head = nn.Linear(dim, config.corpus.vocab_size, bias=False)
         self.backend = "sdpa"
 
     def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -73,10 +74,15 @@ class TargetLM(nn.Module):
         return self.head(self.norm(x)), hiddens
 
 
+def build_config(config: Config) -> Config:
+    """All the target is built from: the seed, the corpus and the target sections."""
+    return Config(run=RunConfig(seed=config.run.seed), corpus=config.corpus, target=config.target)
+
+
 def cache_path(config: Config) -> Path:
-    key = json.dumps({k: getattr(config, k) for k in CACHE_KEYS}, sort_keys=True)
+    key = json.dumps(dataclasses.asdict(build_config(config)), sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return Path(config.out).resolve().parent / ".target-cache" / f"target-{digest}.pt"
+    return Path(config.run.out).resolve().parent / ".target-cache" / f"target-{digest}.pt"
 
 
 def pad_rows(rows: list[np.ndarray], length: int | None = None) -> torch.Tensor:
@@ -90,11 +96,11 @@ def pad_rows(rows: list[np.ndarray], length: int | None = None) -> torch.Tensor:
 
 def pretrain(config: Config, corpus: list[np.ndarray]) -> TargetLM:
     """A few hundred AdamW steps of next-token prediction on random 128-token crops."""
-    torch.manual_seed(config.seed + 1)
+    torch.manual_seed(config.run.seed + 1)
     model = TargetLM(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.target_lr)
-    rng = np.random.default_rng([config.seed, 99])
-    for _ in range(config.target_pretrain_steps):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.target.target_lr)
+    rng = np.random.default_rng([config.run.seed, 99])
+    for _ in range(config.target.target_pretrain_steps):
         rows = [corpus[i] for i in rng.integers(len(corpus), size=16)]
         tokens = pad_rows(rows, min(128, max(len(r) for r in rows)))
         logits, _ = model(tokens[:, :-1])
@@ -109,7 +115,7 @@ def pretrain(config: Config, corpus: list[np.ndarray]) -> TargetLM:
 
 def load_target(config: Config, build: bool = True) -> tuple[TargetLM, dict]:
     """The cached target (pre-training it first if `build`), frozen, plus facts for events."""
-    path = cache_path(config)
+    path, config = cache_path(config), build_config(config)
     started = time.monotonic()
     if path.exists():
         model = TargetLM(config)

@@ -39,16 +39,17 @@ from trainer.target import load_target
 
 def lr_factor(config: Config, step: int) -> float:
     """Linear warm-up, then cosine down to `min_lr_ratio` at `steps`."""
-    if step < config.warmup_steps:
-        return (step + 1) / config.warmup_steps
-    span = max(1, config.steps - config.warmup_steps)
-    progress = min(1.0, (step - config.warmup_steps) / span)
+    if step < config.optimizer.warmup_steps:
+        return (step + 1) / config.optimizer.warmup_steps
+    span = max(1, config.run.steps - config.optimizer.warmup_steps)
+    progress = min(1.0, (step - config.optimizer.warmup_steps) / span)
     cosine = 0.5 * (1 + math.cos(math.pi * progress))
-    return config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine
+    return config.optimizer.min_lr_ratio + (1 - config.optimizer.min_lr_ratio) * cosine
 
 
 def noise_std(config: Config, step: int) -> float:
-    return config.noise_start + (config.noise_end - config.noise_start) * step / config.steps
+    start, end = config.loss.noise_start, config.loss.noise_end
+    return start + (end - start) * step / config.run.steps
 
 
 def seed_of(*parts: int) -> int:
@@ -91,28 +92,29 @@ class Window:
 
 
 def pick_device(config: Config) -> torch.device:
-    if config.device == "cuda" and not torch.cuda.is_available():
+    if config.run.device == "cuda" and not torch.cuda.is_available():
         raise TrainerError("--device=cuda but no CUDA GPU is visible; use --device=cpu")
-    if config.device == "auto":
+    if config.run.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(config.device)
+    return torch.device(config.run.device)
 
 
 def set_threads(config: Config) -> None:
     cores = len(os.sched_getaffinity(0))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     # the loop and each prefetch worker get their own core when there are enough
-    share = max(1, cores // (world * (1 + config.prefetch_workers)))
-    torch.set_num_threads(config.threads or share)
+    share = max(1, cores // (world * (1 + config.batch.prefetch_workers)))
+    torch.set_num_threads(config.run.threads or share)
 
 
 class Loop:
     def __init__(self, config: Config, info: distributed.Dist, started: float) -> None:
-        self.config, self.info, self.out = config, info, Path(config.out)
+        self.config, self.info, self.out = config, info, Path(config.run.out)
         self.device = pick_device(config)
-        self.backend = resolve_backend(config.attn, self.device)
-        self.faults = parse_faults(config.fault)
-        self.resume_from = find_checkpoint(config.resume, self.out) if config.resume else None
+        self.backend = resolve_backend(config.run.attn, self.device)
+        self.faults = parse_faults(config.logging.fault)
+        resume = config.checkpoint.resume
+        self.resume_from = find_checkpoint(resume, self.out) if resume else None
         self.logger = RunLogger(self.out, info.rank, info.world, started)
         self.corpus = make_corpus(config)
         self.lengths = np.array([len(seq) for seq in self.corpus])
@@ -123,7 +125,8 @@ class Loop:
         if self.resume_from is not None:
             position = self._restore(load_checkpoint(self.resume_from))
         self._start_data(position)
-        self.saver = Saver(self.out, config.ckpt_mode, config.storage_mbps, config.keep,
+        ckpt = config.checkpoint
+        self.saver = Saver(self.out, ckpt.ckpt_mode, ckpt.storage_mbps, ckpt.keep,
                            self._checkpoint_event)  # fmt: skip
         self.window = Window(0)
         self.log_time = self.blocked = 0.0
@@ -144,11 +147,12 @@ class Loop:
 
     def _build_drafter(self) -> None:
         config = self.config
-        torch.manual_seed(config.seed)
+        torch.manual_seed(config.run.seed)
         self.drafter = Drafter(config).to(self.device)
         self.model = DistributedDataParallel(self.drafter) if self.info.world > 1 else self.drafter
         self.optimizer = torch.optim.AdamW(
-            self.drafter.parameters(), lr=config.lr, weight_decay=config.weight_decay
+            self.drafter.parameters(), lr=config.optimizer.lr,
+            weight_decay=config.optimizer.weight_decay,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, partial(lr_factor, config)
@@ -161,7 +165,8 @@ class Loop:
         mine = islice(sampler.stream(*position), info.rank, None, info.world)
         work = partial(prepare, corpus=self.corpus, target=self.target, config=config,
                        device=self.device)  # fmt: skip
-        self.prefetch = Prefetcher(mine, work, config.prefetch_workers, config.queue_size)
+        batching = config.batch
+        self.prefetch = Prefetcher(mine, work, batching.prefetch_workers, batching.queue_size)
 
     # --- checkpoint state -------------------------------------------------------------------
 
@@ -208,7 +213,7 @@ class Loop:
         """Target states plus uniform noise of std `noise_std` (seeded by the batch: exact)."""
         std = noise_std(self.config, self.step)
         batch = prepared.batch
-        seed = seed_of(self.config.seed, 66, batch.epoch, batch.index)
+        seed = seed_of(self.config.run.seed, 66, batch.epoch, batch.index)
         generator = torch.Generator().manual_seed(seed)
         noise = torch.rand(prepared.context.shape, generator=generator) * 2 - 1
         return prepared.context + (noise * std * math.sqrt(3)).to(self.device)
@@ -223,7 +228,7 @@ class Loop:
             loss, stats = draft_loss(logits, prepared.target_logits, config)
             if poison:  # injected fault nan@STEP
                 loss = loss * float("nan")
-            (loss / config.grad_accum).backward()
+            (loss / config.batch.grad_accum).backward()
         for window in (self.window, self.step_window):
             window.add(loss.item(), stats, prepared)
         self.total_tokens += prepared.tokens
@@ -247,7 +252,7 @@ class Loop:
         poison = self._apply_faults(step)
         started, waited = time.monotonic(), 0.0
         self.step_window = Window(0)
-        for micro in range(self.config.grad_accum):
+        for micro in range(self.config.batch.grad_accum):
             prepared, wait = self.prefetch.get()
             waited += wait
             taken = self.cursor.advance()
@@ -255,7 +260,7 @@ class Loop:
             for batch in taken:
                 if batch.index == 0:
                     self.logger.event("epoch_start", step, epoch=batch.epoch)
-            last = micro == self.config.grad_accum - 1
+            last = micro == self.config.batch.grad_accum - 1
             self._micro_step(prepared, sync=last, poison=poison and micro == 0)
         self._update()
         self.step = step
@@ -263,7 +268,7 @@ class Loop:
 
     def _update(self) -> None:
         """Clip, then step, unless the gradient is not finite (then skip, as a loss scaler)."""
-        clip = self.config.grad_clip or float("inf")
+        clip = self.config.optimizer.grad_clip or float("inf")
         norm = torch.nn.utils.clip_grad_norm_(self.drafter.parameters(), clip)
         self.last_grad_norm = float(norm)
         self.last_lr = self.optimizer.param_groups[0]["lr"]
@@ -276,9 +281,9 @@ class Loop:
 
     def _log_due(self, last_step: int) -> bool:
         config = self.config
-        if config.log_every_steps:
-            return self.step % config.log_every_steps == 0 or self.step == last_step
-        due = time.monotonic() - self.window.started >= config.log_every_s
+        if config.logging.log_every_steps:
+            return self.step % config.logging.log_every_steps == 0 or self.step == last_step
+        due = time.monotonic() - self.window.started >= config.logging.log_every_s
         due = due or self.step == last_step
         if self.info.world > 1:  # rank 0's clock decides, so all ranks log the same steps
             due = distributed.all_sum(self.info, [float(due and self.info.main)])[0] > 0
@@ -315,7 +320,7 @@ class Loop:
     def _announce(self) -> None:
         info, config = self.info, self.config
         plan = epoch_plan(self.lengths, config, 0)
-        steps_per_epoch = max(1, len(plan) // (config.grad_accum * info.world))
+        steps_per_epoch = max(1, len(plan) // (config.batch.grad_accum * info.world))
         self.logger.run_json(config.to_dict(), bucket_table(config), steps_per_epoch)
         self.logger.event("target_ready", self.step, **self.target_facts)
         self.logger.event("run_start", self.step, resumed=self.resume_from is not None)
@@ -329,7 +334,7 @@ class Loop:
                 self.logger.metrics(self.step, line)
 
     def _maybe_save(self, last_step: int) -> None:
-        every = self.config.ckpt_every
+        every = self.config.checkpoint.ckpt_every
         if not every or (self.step % every and self.step != last_step):
             return
         self.last_line = self._step_values()  # every rank joins this all-reduce
@@ -346,9 +351,9 @@ class Loop:
 
     def run(self) -> dict:
         config = self.config
-        last_step = min(config.steps, config.stop_after or config.steps)
-        show = {"on": True, "off": False}.get(config.progress, sys.stderr.isatty())
-        self.progress = tqdm(total=config.steps, initial=self.step, file=sys.stderr,
+        last_step = min(config.run.steps, config.run.stop_after or config.run.steps)
+        show = {"on": True, "off": False}.get(config.logging.progress, sys.stderr.isatty())
+        self.progress = tqdm(total=config.run.steps, initial=self.step, file=sys.stderr,
                              disable=not (show and self.info.main))  # fmt: skip
         self._announce()
         status, loop_started = "failed", time.monotonic()
@@ -359,7 +364,7 @@ class Loop:
                 if self._log_due(last_step):
                     self.log()
                 self._maybe_save(last_step)
-            status = "completed" if self.step >= config.steps else "interrupted"
+            status = "completed" if self.step >= config.run.steps else "interrupted"
         except KeyboardInterrupt:
             status = "interrupted"
             raise

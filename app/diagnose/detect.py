@@ -5,7 +5,10 @@ the ``CLIFF_STAYS`` lines after it, so feeding a run line by line (live) or all 
 (``python -m app diagnose``) finds the same incidents. An incident looks like::
 
     Incident(run="seed-cliff", kind="spike", metric="loss", step=2029, end_step=2035,
-             value=13.0, baseline=0.75, line_id=1002, from_line_id=997)
+             value=13.0, baseline=0.75, line_id=1002, from_line_id=997, worst_step=2029)
+
+``step`` is the episode's first line; ``value`` is its worst value (the top of a spike, the
+bottom of a cliff) and ``worst_step`` where it was logged.
 
 Thresholds are robust to normal noise: the baseline is the median of the previous 20 lines and
 the noise scale their interquartile range, so a 12% wobble or a single 40% slower interval is
@@ -21,8 +24,12 @@ import bottleneck as bn
 import numpy as np
 import pandas as pd
 
+# The rules below are the one definition: queries/spikes.sql and queries/cliffs.sql receive
+# them as parameters (SQL_PARAMS; their headers document the same defaults, which a test checks).
 BASELINE = 20  # lines in the rolling baseline
-MIN_BASELINE = 5  # lines needed before anything is judged
+MIN_BASELINE = 5  # lines needed before a stall is judged
+MIN_HISTORY = 15  # values needed before a spike or cliff is judged: a verdict on a run's first
+# few lines mistakes its fast early phase (a change of level) for an incident
 BEFORE = 5  # lines before an incident searched for its causes
 CLIFF_STAYS = 3  # lines a cliff must stay down to count
 STALL_RATIO = 3.0  # interval / typical interval
@@ -31,10 +38,17 @@ SPIKE_REL = 1.0  # at least 2x the baseline ...
 SPIKE_SIGMAS = 8.0  # ... and this many noise scales above it
 CLIFF_REL = 0.3  # at least 30% below the baseline ...
 CLIFF_SIGMAS = 8.0
+NOISE_FLOOR = 0.01  # the noise scale is at least this fraction of the baseline
+SUDDEN = 0.5  # a spike: at least this fraction of its excess arrived in one line
 LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
 NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
                "ingested_at", "line_id", "t", "extra_metrics"}
 NONFINITE = "!nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
+_SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
+SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
+    "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN},
+    "cliffs": {**_SHARED, "sigmas": CLIFF_SIGMAS, "drop": CLIFF_REL, "stays": CLIFF_STAYS},
+}
 
 
 @dataclass
@@ -44,7 +58,7 @@ class Incident:
     metric: str
     step: int  # first affected logged step
     end_step: int
-    value: float
+    value: float  # the episode's worst value: top of a spike, bottom of a cliff
     baseline: float | None
     line_id: int = 0  # metrics_all line_id (the order lines were logged) of the first affected line
     from_line_id: int = 0  # ... and of the line BEFORE lines earlier
@@ -54,6 +68,11 @@ class Incident:
     open: bool = False  # its episode reaches the newest line and may grow
     end_line: int = 0
     level: float = 0.0  # the episode lasts while the metric is beyond this level
+    worst_step: int | None = None  # the step of `value` (default: `step`)
+
+    def __post_init__(self) -> None:
+        if self.worst_step is None:
+            self.worst_step = self.step
 
     @property
     def key(self) -> tuple:
@@ -76,17 +95,62 @@ class Watch:
         return None
 
 
-def trailing_median(values: np.ndarray) -> np.ndarray:
-    """Median of the BASELINE values before each position, skipping NaN; NaN until
-    MIN_BASELINE values are there."""
+def trailing_median(values: np.ndarray, window: int = BASELINE,
+                    min_lines: int = MIN_BASELINE) -> np.ndarray:
+    """Median of the ``window`` values before each position, skipping NaN; NaN until
+    ``min_lines`` values are there."""
     if not len(values):
         return values
-    window = min(BASELINE, len(values))  # bottleneck wants window <= length; same medians
-    moving = bn.move_median(values, window, min_count=min(MIN_BASELINE, window))
+    window = min(window, len(values))  # bottleneck wants window <= length; same medians
+    moving = bn.move_median(values, window, min_count=min(min_lines, window))
     present = np.isfinite(values).astype(np.float64)  # bottleneck is slow on bool arrays
-    moving = np.where(bn.move_sum(present, window, min_count=1) >= MIN_BASELINE,
-                      moving, np.nan)
+    moving = np.where(bn.move_sum(present, window, min_count=1) >= min_lines, moving, np.nan)
     return np.concatenate([[np.nan], moving[:-1]])
+
+
+def trailing_iqr(values: np.ndarray, window: int) -> np.ndarray:
+    """Interquartile range of the ``window`` values before each position (NaN skipped)."""
+    rolling = pd.Series(values).rolling(window, min_periods=1)
+    iqr = (rolling.quantile(0.75) - rolling.quantile(0.25)).to_numpy()
+    return np.concatenate([[np.nan], iqr[:-1]])
+
+
+def noise_scale(values: np.ndarray, median: np.ndarray, rules: dict) -> np.ndarray:
+    """A robust noise scale, the larger of two standard-deviation estimates: the trailing
+    median of line-to-line changes (1.4826 / sqrt(2) of it, for white noise) and the trailing
+    interquartile range (/ 1.349). The first alone is small by chance now and then in pure noise
+    (a few short changes in a row); the second alone is large on a trend. At least ``floor`` of
+    the level; NaN (no verdict) until enough changes are known."""
+    jumps = trailing_median(np.abs(np.diff(values, prepend=np.nan)), rules["window"],
+                            rules["min_lines"])
+    spread = trailing_iqr(values, rules["window"]) / 1.349
+    return np.maximum(np.maximum(jumps * (1.4826 / np.sqrt(2.0)), spread),
+                      rules["floor"] * np.abs(median))
+
+
+def shift_mask(kind: str, values: np.ndarray, rules: dict | None = None) -> tuple:
+    """The spike (up) or cliff (down) rule for every line of one metric: (values with
+    non-finite as NaN, whether the line is beyond the threshold, the baseline, and the level
+    the episode lasts beyond). ``rules``: SQL_PARAMS["spikes"] or ["cliffs"] (the default)."""
+    rules = rules or SQL_PARAMS["spikes" if kind == "spike" else "cliffs"]
+    values = np.where(np.isfinite(values), values, np.nan)
+    median = trailing_median(values, rules["window"], rules["min_lines"])
+    scale = noise_scale(values, median, rules)
+    sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
+    rel = rules["ratio"] - 1.0 if kind == "spike" else rules["drop"]
+    threshold = np.maximum(rules["sigmas"] * scale, rel * np.abs(median))
+    excess = sign * (values - median)
+    level = median + sign * 0.5 * threshold
+    with np.errstate(invalid="ignore"):
+        mask = excess > threshold
+        if kind == "spike":  # sudden: most of the excess arrived in one line
+            mask &= sign * np.diff(values, prepend=np.nan) > rules["sudden"] * excess
+        else:  # and it stays down
+            for k in range(1, rules["stays"] + 1):
+                ahead = np.full(len(values), np.nan)
+                ahead[:max(len(values) - k, 0)] = values[k:]
+                mask &= ahead < level
+    return values, mask, median, level
 
 
 class RunDetector:
@@ -180,34 +244,9 @@ class RunDetector:
 
     # ---- spikes and cliffs ------------------------------------------------------------------
 
-    def _baseline(self, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The metric (non-finite as NaN), its trailing median, and a robust noise scale: the
-        trailing median of line-to-line changes (for white noise, 1.4826 / sqrt(2) of it is
-        the standard deviation)."""
-        values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
-        values = np.where(np.isfinite(values), values, np.nan)
-        median = trailing_median(values)
-        jumps = trailing_median(np.abs(np.diff(values, prepend=np.nan)))
-        scale = np.maximum(jumps * (1.4826 / np.sqrt(2.0)), 0.01 * np.abs(median))
-        return values, median, scale
-
     def _level_shift(self, kind: str, metric: str, n: int) -> list[Incident]:
-        values, median, scale = self._baseline(metric)
-        sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
-        rel = SPIKE_REL if kind == "spike" else CLIFF_REL
-        sigmas = SPIKE_SIGMAS if kind == "spike" else CLIFF_SIGMAS
-        threshold = np.maximum(sigmas * scale, rel * np.abs(median))
-        excess = sign * (values - median)
-        with np.errstate(invalid="ignore"):
-            mask = excess > threshold
-            if kind == "spike":  # sudden: most of the excess arrived in one line
-                mask &= sign * np.diff(values, prepend=np.nan) > 0.5 * excess
-            else:  # and it stays down
-                level = median - 0.5 * threshold
-                for k in range(1, CLIFF_STAYS + 1):
-                    ahead = np.full(len(values), np.nan)
-                    ahead[:max(len(values) - k, 0)] = values[k:]
-                    mask &= ahead < level
+        values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
+        values, mask, median, level = shift_mask(kind, values)
         found = []
         for line in self._candidates(kind, mask, n, LOOKAHEAD[kind]):
             if line <= self.last_end.get((kind, metric), -1):
@@ -215,7 +254,7 @@ class RunDetector:
             p = self._pos(line)
             incident = Incident(self.run, kind, metric, self._step(line), self._step(line),
                                 float(values[p]), float(median[p]), **self._context(line),
-                                level=float(median[p] + sign * 0.5 * threshold[p]))
+                                level=float(level[p]))
             self._extend(incident, n)
             found.append(incident)
         return found
@@ -236,6 +275,7 @@ class RunDetector:
         newest line."""
         line = incident.end_line + 1
         while line < n and self._beyond(incident, self._pos(line)):
+            self._note_worst(incident, line)
             line += 1
         incident.end_line = line - 1
         incident.end_step = self._step(incident.end_line)
@@ -246,6 +286,16 @@ class RunDetector:
             self.open[key] = incident
         else:
             self.open.pop(key, None)
+
+    def _note_worst(self, incident: Incident, line: int) -> None:
+        """Keep the episode's worst finite value and its step (a non-finite line is the
+        nonfinite kind's incident, not a size)."""
+        if incident.kind not in ("spike", "cliff"):
+            return
+        value = float(self.frame[incident.metric].iat[self._pos(line)])
+        worse = value > incident.value if incident.kind == "spike" else value < incident.value
+        if np.isfinite(value) and worse:
+            incident.value, incident.worst_step = value, self._step(line)
 
     def _grow_open(self, n: int) -> list[Incident]:
         grown = []

@@ -21,7 +21,8 @@ log = logging.getLogger("cliffwatch.diagnose")
 KIND_RANK = {"nonfinite": 0, "cliff": 1, "spike": 2, "stall": 3}
 INCIDENT_SCHEMA = pa.schema([
     ("run", pa.string()), ("kind", pa.string()), ("metric", pa.string()),
-    ("step", pa.int64()), ("end_step", pa.int64()), ("value", pa.float64()),
+    ("step", pa.int64()), ("end_step", pa.int64()), ("worst_step", pa.int64()),
+    ("value", pa.float64()),
     ("baseline", pa.float64()), ("causes", pa.list_(pa.string())),
     ("evidence", pa.list_(pa.string()))])
 

@@ -1,6 +1,7 @@
 """How incidents read: a short report for people, a list of objects for programs.
 
-    seed-cliff: CLIFF in accuracy at step 4231 (through 4499): 0.0916, down from 0.1608 (-43%).
+    seed-cliff: CLIFF in accuracy at step 4231 (through 4499): bottom 0.0002 at step 4377, down
+      from 0.1608 (-100%).
       Likely causes: bucket_homogeneity, epoch_boundary.
       - bucket_homogeneity: 17 consecutive micro-batches came from length bucket 5 ...
 """
@@ -14,7 +15,8 @@ from app.diagnose.causes import seconds
 from app.diagnose.detect import Incident
 from app.diagnose.diagnosis import severity
 
-KEYS = ("run", "kind", "metric", "step", "end_step", "value", "baseline", "causes", "evidence")
+KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
+        "evidence")
 
 
 def as_dict(incident: Incident) -> dict:
@@ -48,9 +50,10 @@ def _headline(i: dict) -> str:
         last = "none" if i["baseline"] is None else f"{_num(i['baseline']):.4g}"
         return f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value {last})."
     change = (value - base) / abs(base) * 100 if base else math.inf
-    verb = "up" if i["kind"] == "spike" else "down"
-    return (f"{i['kind'].upper()} in {i['metric']} {where}: {value:.4g}, {verb} from "
-            f"{base:.4g} ({change:+.0f}%).")
+    verb, worst = ("up", "peak") if i["kind"] == "spike" else ("down", "bottom")
+    at = "" if i.get("worst_step") in (None, i["step"]) else f" at step {i['worst_step']}"
+    return (f"{i['kind'].upper()} in {i['metric']} {where}: {worst} {value:.4g}{at}, {verb} "
+            f"from {base:.4g} ({change:+.0f}%).")
 
 
 def _num(value) -> float:

@@ -23,7 +23,7 @@ WITH pace AS (
     WHERE ($run IS NULL OR i.run = $run)
       AND ($kinds IS NULL OR list_contains($kinds, i.kind))
 )
-SELECT run, kind, metric, step, end_step, NULL::BIGINT AS worst_step, value, baseline,
+SELECT run, kind, metric, step, end_step, worst_step, value, baseline,
        array_to_string(causes, ', ') AS causes, array_to_string(evidence, ' ') AS evidence,
        detected_at, greatest(step - pad, 0) AS from_step, end_step + pad AS to_step
 FROM padded

@@ -32,9 +32,11 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     assert writer.wait(timeout=120) == 0
     done = run_cli("ingest", "--logdir", str(logdir), "--once")
     assert done.returncode == 0, done.stderr
-    # the killed processes did the work: the final catch-up only finds the last few lines
+    # the killed processes did some of the work (else no kill landed inside ingest): how
+    # much depends on how fast a loaded machine starts them, so only that some was done
     caught_up = int(done.stdout.split()[1])
-    assert caught_up < LINES // 4, done.stdout
+    assert caught_up < LINES - len(json.loads((tmp_path / "manifest.json").read_text())
+                                   ["planted"]), done.stdout
 
     planted = {tuple(p) for p in json.loads((tmp_path / "manifest.json").read_text())["planted"]}
     good = LINES - len(planted)

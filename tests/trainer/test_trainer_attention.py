@@ -46,17 +46,18 @@ def test_drafter_ignores_context_after_the_anchor_but_sees_its_whole_block():
     config = make_config("tiny", out="x")
     torch.manual_seed(0)
     drafter = Drafter(config).eval()
-    width = len(config.hidden_layers) * config.target_dim
+    width = len(config.drafter.hidden_layers) * config.target.target_dim
     context = torch.randn(1, 20, width)
     anchors = torch.tensor([[6, 12]])
-    tokens = torch.randint(3, config.vocab_size, (1, 2 * config.block_size))
+    tokens = torch.randint(3, config.corpus.vocab_size, (1, 2 * config.drafter.block_size))
     base = drafter(context, tokens, anchors)
     later = context.clone()
     later[:, 7:] += 1.0  # beyond the first anchor
     out = drafter(later, tokens, anchors)
     assert torch.allclose(out[:, 0], base[:, 0]) and not torch.allclose(out[:, 1], base[:, 1])
     changed = tokens.clone()
-    changed[0, config.block_size - 1] = (changed[0, config.block_size - 1] + 1) % 60 + 3
+    last = config.drafter.block_size - 1
+    changed[0, last] = (changed[0, last] + 1) % 60 + 3
     out = drafter(context, changed, anchors)
     assert not torch.allclose(out[:, 0, 0], base[:, 0, 0])  # first position sees the last
     assert torch.allclose(out[:, 1], base[:, 1])  # other blocks do not

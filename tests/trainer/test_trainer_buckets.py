@@ -26,7 +26,7 @@ def test_corpus_is_deterministic_long_tailed_and_bounded():
     a, b = make_corpus(config), make_corpus(config)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     lengths = np.array([len(seq) for seq in a])
-    assert lengths.min() >= config.min_len and lengths.max() <= config.max_len
+    assert lengths.min() >= config.corpus.min_len and lengths.max() <= config.corpus.max_len
     assert np.mean(lengths) > 1.2 * np.median(lengths)  # a long right tail
     assert all(seq[0] == BOS for seq in a)
 
@@ -34,11 +34,11 @@ def test_corpus_is_deterministic_long_tailed_and_bounded():
 def test_batches_fit_budget_and_cover_the_epoch_once(setup):
     config, lengths = setup
     plan = epoch_plan(lengths, config, epoch=0)
-    ids = bucket_ids(lengths, config.bucket_bounds)
+    ids = bucket_ids(lengths, config.batch.bucket_bounds)
     for batch in plan:
         rows = list(batch.rows)
-        assert len(rows) <= config.max_batch_size
-        assert len(rows) * lengths[rows].max() <= config.token_budget
+        assert len(rows) <= config.batch.max_batch_size
+        assert len(rows) * lengths[rows].max() <= config.batch.token_budget
         assert set(ids[rows]) == {batch.bucket}  # every micro-batch from one bucket
     covered = sorted(r for batch in plan for r in batch.rows)
     assert covered == list(range(len(lengths)))
@@ -55,7 +55,7 @@ def test_bucket_table_matches_bounds(setup):
     config, _ = setup
     table = bucket_table(config)
     assert [b["id"] for b in table] == list(range(6))
-    assert [b["max_len"] for b in table] == config.bucket_bounds
+    assert [b["max_len"] for b in table] == config.batch.bucket_bounds
     assert all(b["min_len"] == a["max_len"] + 1 for a, b in itertools.pairwise(table))
 
 

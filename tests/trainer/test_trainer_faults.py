@@ -21,8 +21,8 @@ def test_faults_hit_their_steps(run_tiny):
     assert all(math.isfinite(lines[s]["loss"]) for s in lines if s != 5)  # update was skipped
     assert lines[8]["elapsed_s"] - lines[7]["elapsed_s"] >= 1.2
     config = make_config("tiny", out="x", steps=14)
-    assert lines[10]["lr"] == pytest.approx(20 * config.lr * lr_factor(config, 9))
-    assert lines[11]["lr"] == pytest.approx(config.lr * lr_factor(config, 10))
+    assert lines[10]["lr"] == pytest.approx(20 * config.optimizer.lr * lr_factor(config, 9))
+    assert lines[11]["lr"] == pytest.approx(config.optimizer.lr * lr_factor(config, 10))
     kinds = [(e["kind"], e["step"]) for e in events(run, "fault")]
     assert kinds == [("nan", 5), ("stall", 8), ("lr-spike", 10)]
     assert validate_run(run) == []  # a NaN loss is valid v1: the monitor must see it

@@ -73,6 +73,6 @@ def test_events_mark_start_epochs_checkpoints_and_end(long_run):
 def test_run_json_names_buckets_and_config(long_run):
     doc = json.loads((long_run / "run.json").read_text())
     assert doc["format"] == "cliffwatch/1"
-    assert [b["max_len"] for b in doc["buckets"]] == doc["config"]["bucket_bounds"]
-    assert doc["config"]["shuffle"] == "bucketed" and doc["world_size"] == 1
+    assert [b["max_len"] for b in doc["buckets"]] == doc["config"]["batch"]["bucket_bounds"]
+    assert doc["config"]["batch"]["shuffle"] == "bucketed" and doc["world_size"] == 1
     assert doc["steps_per_epoch"] > 0
