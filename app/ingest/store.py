@@ -254,8 +254,9 @@ class Store:
         if chunk.whole:
             new.lines = scan.lines  # a whole file, counted while DuckDB read it
         if state.kind == "metrics" and starts:
-            self._insert(cur, "ingest/insert_attempts", records_table(
-                [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
+            for start in starts:  # one at most: a step going back leaves the fast path
+                self.db.run("ingest/insert_attempt",
+                            dict(start, run=state.run, file_id=state.file_id))
         self.db.run("ingest/run_touch", {"run": state.run})
         self._update_file(new)
         return scan.lines

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from app.db.database import Database
 from app.ingest import bulk, follow, memory
@@ -76,7 +75,6 @@ class Tailer:
         self.root = self.logdir.resolve()
         room = memory.column_room(settings.memory_limit)
         self.store = Store(db, max_columns=min(settings.max_metric_columns, room or 1 << 30))
-        pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
         self.files = {f.path: f for f in self.store.load_files()}
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}

@@ -1,0 +1,123 @@
+"""Every third-party module the code imports is pinned (``==``) in the requirements file of the
+image that runs it: app/ in requirements-app.txt, trainer/ in requirements.txt (which includes
+requirements-app.txt). A module missing there works on a dev machine that happens to have it
+and fails in a fresh install or the Docker image."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIRST_PARTY = {"app", "trainer", "bench", "tests"}
+# optional packages pinned elsewhere: {module: (file, its pin)}; flash-attn builds against the
+# GPU image's torch, so the Dockerfile installs it and the trainer falls back to SDPA without it
+ELSEWHERE = {"flash_attn": ("Dockerfile", "flash-attn==")}
+
+
+def imported_modules(folder: Path) -> dict[str, str]:
+    """{top-level module: a file importing it} for absolute imports anywhere in the folder's
+    code, lazy ones inside functions included."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], str(path.relative_to(folder)))
+    return found
+
+
+def third_party(modules: dict[str, str]) -> dict[str, str]:
+    return {m: f for m, f in modules.items()
+            if m not in sys.stdlib_module_names and m not in FIRST_PARTY
+            and m != "__future__"}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned(requirements: Path) -> dict[str, str]:
+    """{normalized distribution: the requirement line} of ``name==version`` lines, following
+    ``-r other.txt``."""
+    pins: dict[str, str] = {}
+    for raw in requirements.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("-r"):
+            pins |= pinned(requirements.parent / line[2:].strip())
+        elif line:
+            name = re.split(r"[\s\[<>=!~;]", line, maxsplit=1)[0]
+            pins[normalized(name)] = line
+    return pins
+
+
+def unpinned(folder: str, requirements: str) -> list[str]:
+    dists = packages_distributions()
+    pins = pinned(ROOT / requirements)
+    problems = []
+    for module, where in sorted(third_party(imported_modules(ROOT / folder)).items()):
+        if module in ELSEWHERE:
+            file, pin = ELSEWHERE[module]
+            if pin not in (ROOT / file).read_text():
+                problems.append(f"{module} (imported by {folder}/{where}) is not pinned "
+                                f"({pin}) in {file}")
+            continue
+        names = dists.get(module)
+        if not names:
+            problems.append(f"{module} (imported by {folder}/{where}) is not installed")
+            continue
+        lines = [pins.get(normalized(n)) for n in names]
+        if not any(line and "==" in line for line in lines):
+            problems.append(f"{module} (imported by {folder}/{where}; distribution "
+                            f"{names[0]}) is not pinned with == in {requirements}")
+    return problems
+
+
+@pytest.mark.parametrize(("folder", "requirements"), [
+    ("app", "requirements-app.txt"), ("trainer", "requirements.txt")])
+def test_every_imported_package_is_pinned(folder, requirements):
+    assert unpinned(folder, requirements) == []
+
+
+def test_the_check_sees_lazy_imports_and_stdlib(tmp_path):
+    code = tmp_path / "m.py"
+    code.write_text("import os\nimport json.decoder\nfrom . import x\n"
+                    "def f():\n    import numpy.linalg\n    from pyarrow import compute\n")
+    assert sorted(third_party(imported_modules(tmp_path))) == ["numpy", "pyarrow"]
+
+
+# what only following (watchdog), the server (streamlit, starlette, httpx) or the pages
+# (altair, pandas' frames in app/read) need: a one-shot catch-up waits for none of them
+LIVE_ONLY = ("watchdog", "streamlit", "starlette", "altair", "httpx", "pandas", "app.read",
+             "app.server")
+ONCE = """
+import sys
+from app.cli.main import main
+code = main(["ingest", "--logdir", sys.argv[1], "--once"])
+print(sorted({m.split(".")[0] if not m.startswith("app.") else ".".join(m.split(".")[:2])
+              for m in sys.modules}))
+raise SystemExit(code)
+"""
+
+
+def test_a_one_shot_catch_up_imports_nothing_only_live_tailing_needs(tmp_path):
+    (tmp_path / "run").mkdir()  # big enough for the fast path (bulk.MIN_BYTES)
+    (tmp_path / "run" / "metrics.jsonl").write_text(
+        "".join(f'{{"step": {s}, "loss": {1 / (s + 1)}}}\n' for s in range(10_000)))
+    done = subprocess.run([sys.executable, "-c", ONCE, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "ingested 10000 rows" in done.stdout
+    loaded = set(ast.literal_eval(done.stdout.splitlines()[-1]))
+    assert loaded & set(LIVE_ONLY) == set()
