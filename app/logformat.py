@@ -3,7 +3,7 @@
 Used by `python -m app validate RUN_DIR` and by the trainer's tests, which check that every line
 the bundled trainer writes follows the contract. It reports problems as strings such as::
 
-    metrics.jsonl:3: 'step' must be an integer, got "12"
+    metrics.jsonl:3: 'step' must be an integer within 64 bits, got "12"
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+
+from app.keys import BUCKETS, CLOCKS, EPOCH, EVENT, FORMAT_KEYS, STEP, is_step
 
 FORMAT = "cliffwatch/1"
 EVENT_KINDS = {
@@ -22,7 +24,6 @@ EVENT_KINDS = {
     "resume": ("from_step", "checkpoint"),
 }
 RUN_END_STATUS = {"completed", "failed", "interrupted"}
-SPECIAL_KEYS = {"step", "elapsed_s", "time", "epoch", "buckets", "event"}
 
 
 def _is_int(value: object) -> bool:
@@ -34,10 +35,10 @@ def _is_number(value: object) -> bool:
 
 
 def check_step(obj: dict) -> list[str]:
-    if "step" not in obj:
-        return ["missing 'step'"]
-    if not _is_int(obj["step"]):
-        return [f"'step' must be an integer, got {json.dumps(obj['step'])}"]
+    if STEP not in obj:
+        return [f"missing '{STEP}'"]
+    if not is_step(obj[STEP]):  # ingest refuses the same lines (parse.py)
+        return [f"'{STEP}' must be an integer within 64 bits, got {json.dumps(obj[STEP])}"]
     return []
 
 
@@ -45,20 +46,20 @@ def check_metrics_line(obj: object) -> list[str]:
     """Problems of one `metrics.jsonl` line, already decoded (empty list: valid)."""
     if not isinstance(obj, dict):
         return [f"a line must be a JSON object, got {type(obj).__name__}"]
-    if "event" in obj:
+    if EVENT in obj:
         return check_event(obj)
     problems = check_step(obj)
-    for key in ("elapsed_s", "time"):
+    for key in CLOCKS:
         if key in obj and not (_is_number(obj[key]) and math.isfinite(obj[key])):
             problems.append(f"'{key}' must be a finite number, got {json.dumps(obj[key])}")
-    if "epoch" in obj and not _is_number(obj["epoch"]):
-        problems.append(f"'epoch' must be a number, got {json.dumps(obj['epoch'])}")
-    if "buckets" in obj:
-        buckets = obj["buckets"]
+    if EPOCH in obj and not _is_number(obj[EPOCH]):
+        problems.append(f"'{EPOCH}' must be a number, got {json.dumps(obj[EPOCH])}")
+    if BUCKETS in obj:
+        buckets = obj[BUCKETS]
         if not (isinstance(buckets, list) and all(_is_int(b) for b in buckets)):
-            problems.append(f"'buckets' must be a list of integers, got {json.dumps(buckets)}")
+            problems.append(f"'{BUCKETS}' must be a list of integers, got {json.dumps(buckets)}")
     for key, value in obj.items():
-        if key not in SPECIAL_KEYS and value is not None and not _is_number(value):
+        if key not in FORMAT_KEYS and value is not None and not _is_number(value):
             problems.append(f"metric '{key}' must be a number or null, got {json.dumps(value)}")
     return problems
 
@@ -67,9 +68,9 @@ def check_event(obj: object) -> list[str]:
     """Problems of one event object (from `events.jsonl` or an `event` line)."""
     if not isinstance(obj, dict):
         return [f"an event must be a JSON object, got {type(obj).__name__}"]
-    kind = obj.get("event")
+    kind = obj.get(EVENT)
     if not isinstance(kind, str):
-        return [f"'event' must be a string, got {json.dumps(kind)}"]
+        return [f"'{EVENT}' must be a string, got {json.dumps(kind)}"]
     problems = check_step(obj)
     for key in EVENT_KINDS.get(kind, ()):
         if key not in obj:

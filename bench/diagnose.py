@@ -4,9 +4,14 @@ few planted stalls and spikes, prints, measured in one run:
 - whole-run diagnosis time (target <= 2 s),
 - the `downsample` query of the run's loss to 2,000 points (target <= 100 ms),
 - a plain SELECT count(*) on the same table as the yardstick,
-- whether every loss value above the 99.99th percentile is in the downsampled result.
+- whether every loss value above the 99.99th percentile is in the downsampled result;
 
-    python bench/diagnose.py [--lines 1000000]
+and the per-tick cost of live diagnosis (issue 10: flat, target <= 20 ms) on runs of 10,000,
+100,000 and 1,000,000 lines that end in an open accuracy cliff, so that every new line grows an
+incident: the median time of LiveDiagnosis.update() over ticks of one new line each.
+
+    python bench/diagnose.py [--lines 1000000] [--live 10000,100000,1000000] [--ticks 20]
+    python bench/diagnose.py --lines 0      # the live figures only
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from app import settings as settings_mod  # noqa: E402
 from app.db import queries  # noqa: E402
 from app.db.readonly import run_readonly  # noqa: E402
 from app.diagnose.detect import Watch  # noqa: E402
-from app.diagnose.diagnosis import diagnose  # noqa: E402
+from app.diagnose.diagnosis import LiveDiagnosis, diagnose  # noqa: E402
 from app.monitor import Monitor  # noqa: E402
 
 STALLS = {200_000, 600_000}  # steps after a 150 s silence (lines are 10 s apart)
@@ -48,6 +53,47 @@ def generate(path: Path, lines: int) -> None:
                 "elapsed_s": round(elapsed, 3)}) + "\n")
 
 
+def line(rng: random.Random, step: int, elapsed: float, accuracy: float) -> str:
+    return json.dumps({"step": step, "loss": 0.8 * rng.uniform(0.95, 1.05),
+                       "accuracy": accuracy * rng.uniform(0.97, 1.03), "lr": 3e-4,
+                       "elapsed_s": round(elapsed, 3),
+                       "buckets": [rng.randrange(6) for _ in range(8)]}) + "\n"
+
+
+def cliff_run(run: Path, lines: int) -> None:
+    """A run whose accuracy falls for good 200 lines before its end, with a checkpoint event
+    every 1,000 steps (the events a cause search reads)."""
+    rng = random.Random(1)
+    run.mkdir(parents=True, exist_ok=True)
+    with (run / "metrics.jsonl").open("w") as handle:
+        for step in range(1, lines + 1):
+            handle.write(line(rng, step, 10.0 * step, 0.16 if step < lines - 200 else 0.005))
+    with (run / "events.jsonl").open("w") as handle:
+        for step in range(1000, lines + 1, 1000):
+            handle.write(json.dumps({"kind": "checkpoint_end", "step": step,
+                                     "elapsed_s": 10.0 * step, "blocked_s": 2.0}) + "\n")
+
+
+def live_tick_ms(lines: int, ticks: int) -> tuple[float, float]:
+    """Median and worst LiveDiagnosis.update() time per tick of one new (still low) line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "logs" / "open"
+        cliff_run(run, lines)
+        with Monitor.open(run.parent, settings_mod.resolve()) as monitor:
+            monitor.tailer.catch_up()
+            live = LiveDiagnosis(monitor.db, Watch())
+            live.update()  # the catch-up: every line so far, not a tick
+            rng, times = random.Random(2), []
+            for step in range(lines + 1, lines + 1 + ticks):
+                with (run / "metrics.jsonl").open("a") as handle:
+                    handle.write(line(rng, step, 10.0 * step, 0.005))
+                monitor.tailer.tick(discover=False)
+                changed, seconds = timed(live.update)
+                assert changed >= 1, "the open cliff should grow on every tick"
+                times.append(seconds * 1000)
+    return sorted(times)[len(times) // 2], max(times)
+
+
 def timed(func):
     started = time.perf_counter()
     result = func()
@@ -57,7 +103,18 @@ def timed(func):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--live", default="10000,100000,1000000")
+    parser.add_argument("--ticks", type=int, default=20)
     args = parser.parse_args()
+    for lines in [int(x) for x in args.live.split(",") if x]:
+        median, worst = live_tick_ms(lines, args.ticks)
+        print(f"live diagnosis, open cliff, {lines:,} lines: {median:.1f} ms per tick "
+              f"(median of {args.ticks}; worst {worst:.1f} ms; target <= 20 ms, flat)")
+    if args.lines:
+        whole_run(args)
+
+
+def whole_run(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp) / "logs"
         generate(logs / "big" / "metrics.jsonl", args.lines)

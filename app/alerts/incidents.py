@@ -4,6 +4,11 @@ listed kinds fires, carrying its causes and evidence sentences.
 State per (rule, run, "KIND:METRIC@STEP"): one per incident, fired once. Diagnosis grows an
 incident's episode while it lasts; the alert resolves once the incident has not grown for
 ``QUIET_S`` seconds (the table does not say when an episode is over).
+
+An incident's ``value`` is its episode's worst (the top of a spike, the bottom of a cliff),
+logged at ``worst_step``; ``step`` is the episode's first line, the one the alert is keyed on.
+The message quotes the worst point where it was ("peak 13 at step 2029"), and its link opens
+the whole episode (webhook.link reads ``end_step``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class Found:
     metric: str
     step: int
     end_step: int
+    worst_step: int | None
     value: float | None
     baseline: float | None
     causes: list
@@ -35,8 +41,13 @@ class Found:
 
 def changed_since(cursor, since) -> list[Found]:
     result = queries.execute(cursor, "alerts/engine_incidents_since", {"since": since})
-    return [Found(*row[:7], list(row[7] or []), list(row[8] or []), row[9])
-            for row in result.fetchall()]
+    names = [d[0] for d in result.description]  # by name: a column added moves no other
+    found = []
+    for row in result.fetchall():
+        got = dict(zip(names, row, strict=True))
+        got["causes"], got["evidence"] = list(got["causes"] or []), list(got["evidence"] or [])
+        found.append(Found(**got))
+    return found
 
 
 def applies(rule: Rule, found: Found, history_step: int | None) -> bool:
@@ -51,7 +62,10 @@ def judge(batch: Batch, rule: Rule, found: Found, silences) -> None:
     if st is not None:  # known (also after a restart, which reads every incident again)
         if st.detail.get("end_step") != found.end_step:  # the episode grew
             st = batch.get(key)
-            st.detail.update(end_step=found.end_step, grown_time=batch.now)
+            # and may have a new worst point: a firing still pending or the resolved
+            # message quotes it
+            st.detail.update(end_step=found.end_step, grown_time=batch.now,
+                             pending_facts=facts(found))
         return
     st = batch.get(key)
     lifecycle.begin(batch, st, step=found.step, value=found.value)
@@ -67,13 +81,24 @@ def fire_if_ready(batch: Batch, rule: Rule, st, found: Found, silences) -> None:
 
 def facts(found: Found) -> dict:
     first = f"; likely cause: {found.causes[0]}" if found.causes else ""
-    summary = (f"{found.kind} in {found.metric} at step {found.step}: {found.value:.4g} "
+    where = f"{found.kind} in {found.metric} at step {found.step}" + (
+        f" (through {found.end_step})" if found.end_step not in (None, found.step) else "")
+    summary = (f"{where}: {worst(found.kind, found.value, found.worst_step, found.step)} "
                f"against a typical {found.baseline:.4g}{first}"
                if found.value is not None and found.baseline is not None
-               else f"{found.kind} in {found.metric} at step {found.step}{first}")
+               else f"{where}{first}")
     return {"metric": found.metric, "step": found.step, "value": found.value,
             "typical": found.baseline, "causes": found.causes, "evidence": found.evidence,
-            "summary": summary, "incident": found.kind, "end_step": found.end_step}
+            "summary": summary, "incident": found.kind, "end_step": found.end_step,
+            "worst_step": found.step if found.worst_step is None else found.worst_step}
+
+
+def worst(kind: str, value: float, worst_step: int | None, step: int) -> str:
+    """The episode's worst value, named and placed: ``peak 13 at step 2029`` (the step left
+    out where it is the first line's, which the sentence already names)."""
+    name = {"spike": "peak ", "cliff": "bottom "}.get(kind, "")
+    at = "" if worst_step in (None, step) else f" at step {worst_step}"
+    return f"{name}{value:.4g}{at}"
 
 
 def settle(batch: Batch, rule: Rule, st, silences) -> None:
@@ -90,5 +115,8 @@ def over(detail: dict) -> dict:
     end = detail.get("end_step")
     kind, metric = first.get("incident", "incident"), first.get("metric")
     what = f"{kind} in {metric} at step {first.get('step')}"
+    value, step = first.get("value"), first.get("step")
+    at = (f"; {worst(kind, value, first.get('worst_step'), step)}"
+          if isinstance(value, (int, float)) and step is not None else "")
     return {"step": end, "metric": first.get("metric"),
-            "summary": f"{what} is over (last grew at step {end})"}
+            "summary": f"{what} is over (last grew at step {end}{at})"}

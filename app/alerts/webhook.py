@@ -69,13 +69,16 @@ def around(step: int) -> tuple[int, int]:
 
 
 def link(base_url: str, facts: dict) -> str | None:
-    """The dashboard's Run page zoomed around that step (the whole run without one), or None
-    without a base address: ``http://127.0.0.1:8501/run?run=demo&from=0&to=130``."""
+    """The dashboard's Run page zoomed around that step (an incident's: around its episode,
+    from its first step to its ``end_step``; the whole run without one), or None without a
+    base address: ``http://127.0.0.1:8501/run?run=demo&from=0&to=130``."""
     if not base_url or not facts.get("run"):
         return None
     params = {"run": facts["run"]}
     if facts.get("step") is not None:
         params["from"], params["to"] = around(facts["step"])
+        if _through(facts):  # an incident: its whole episode
+            params["to"] = around(facts["end_step"])[1]
     return f"{base_url.rstrip('/')}/run?{urlencode(params)}"
 
 
@@ -114,7 +117,8 @@ def slack_payload(facts: dict, key: str, link_url: str | None) -> dict:
                                           "text": _cut(header(facts), HEADER_MAX)}}, section]
     if link_url:
         label = f"Open {facts.get('run')}" + (
-            f" around step {facts['step']}" if facts.get("step") is not None else "")
+            f" around step {facts['step']}{_through(facts)}" if facts.get("step") is not None
+            else "")
         blocks.append({"type": "section", "text": _mrkdwn(
             f"<{link_url}|{_escape(label)}>", SECTION_MAX, escaped=True)})
     context = f"cliffwatch · {facts.get('type') or 'rule'} rule · key {key}"
@@ -122,9 +126,14 @@ def slack_payload(facts: dict, key: str, link_url: str | None) -> dict:
     return {"text": text_line(facts), "blocks": blocks}
 
 
+def _through(facts: dict) -> str:
+    end = facts.get("end_step")
+    return f" through {end}" if isinstance(end, int) and end > facts["step"] else ""
+
+
 def generic_payload(facts: dict, key: str, link_url: str | None) -> dict:
     names = ("rule", "type", "severity", "kind", "run", "metric", "value", "typical", "step",
-             "time", "summary", "causes", "evidence", "checkpoint")
+             "time", "summary", "causes", "evidence", "checkpoint", "end_step", "worst_step")
     return {"idempotency_key": key, "text": text_line(facts),
             "resolved": facts.get("kind") == "resolved",
             **{name: facts.get(name) for name in names},
@@ -141,7 +150,10 @@ def fields(facts: dict) -> list[tuple[str, str]]:
     """(name, text) of each fact the message shows, in order; empty ones left out."""
     shown = [("Run", facts.get("run")), ("Metric", facts.get("metric"))]
     if facts.get("value") is not None or facts.get("metric"):
-        shown.append(("Value", number(facts.get("value"))))
+        # an incident's value is its worst point, which need not be at its first step
+        at = facts.get("worst_step")
+        shown.append(("Value", number(facts.get("value")) + (
+            f" at step {at}" if at is not None and at != facts.get("step") else "")))
     shown += [("Typical value", _typical(facts.get("typical"))), ("Step", facts.get("step"))]
     checkpoint = facts.get("checkpoint")
     if isinstance(checkpoint, dict) and checkpoint.get("step") is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,34 +49,99 @@ class RunContext:
 
 
 def load_context(cursor, run: str) -> RunContext:
-    events = [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
-              for k, s, e, t, d in queries.execute(cursor, "run_events", {"run": run}).fetchall()]
+    """The whole run's context (whole-run diagnosis reads every line anyway)."""
     table = queries.arrow(cursor, "run_batches", {"run": run})
     lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
                           for name in ("line_id", "step", "attempt", "epoch")})
+    buckets = BucketRuns()
+    runs, owners = buckets.feed(table["buckets"].combine_chunks())
+    return RunContext(_events(cursor, "run_events", {"run": run}), lines,
+                      steps_per_epoch(cursor, run), runs, owners, buckets.typical())
+
+
+def window_context(cursor, run: str, window: pd.DataFrame, typical: float) -> RunContext:
+    """The context of one incident from its window alone: ``window`` holds its lines
+    (line_id, step, attempt, epoch, bucket_run, run_bucket, the last two as BucketRuns.feed
+    gave them), ``typical`` the run's BucketRuns.typical(); events are read for the window's
+    steps only, so the cost does not grow with the run."""
+    params = {"run": run, "lo": int(window["step"].min()), "hi": int(window["step"].max())}
+    lines = window[["line_id", "step", "attempt", "epoch"]].reset_index(drop=True)
+    return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
+                      steps_per_epoch(cursor, run), window["bucket_run"].to_numpy(),
+                      window["run_bucket"].to_numpy(), typical)
+
+
+def _events(cursor, query: str, params: dict) -> list[dict]:
+    return [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
+            for k, s, e, t, d in queries.execute(cursor, query, params).fetchall()]
+
+
+def steps_per_epoch(cursor, run: str) -> int | None:
     meta = next(iter(queries.execute(cursor, "run_meta", {"run": run}).fetchall()), None)
-    runs, buckets, typical = _bucket_runs(table["buckets"].combine_chunks())
-    return RunContext(events, lines, meta[2] if meta else None, runs, buckets, typical)
+    return meta[2] if meta else None
 
 
-def _bucket_runs(per_line: pa.ListArray) -> tuple[np.ndarray, np.ndarray, float]:
-    """For each line, the length and bucket of the same-bucket run of micro-batches going on
-    at its last micro-batch (carried over lines that log none), and the 99th percentile of
-    all run lengths."""
-    n = len(per_line)
-    flat = per_line.flatten().to_numpy(zero_copy_only=False)
-    if not len(flat):
-        return np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64), 0.0
-    starts = np.flatnonzero(np.concatenate([[True], flat[1:] != flat[:-1]]))
-    run_of = np.cumsum(np.isin(np.arange(len(flat)), starts)) - 1
-    length_so_far = np.arange(len(flat)) - starts[run_of] + 1
-    counts = pc.fill_null(pc.list_value_length(per_line), 0).to_numpy(zero_copy_only=False)
-    last = np.cumsum(counts) - 1  # each line's last micro-batch so far, -1 before any
-    seen = last >= 0
-    lengths = np.where(seen, length_so_far[np.maximum(last, 0)], 0)
-    owners = np.where(seen, flat[np.maximum(last, 0)], -1)
-    run_lengths = np.diff(np.append(starts, len(flat)))
-    return lengths, owners, float(np.percentile(run_lengths, 99))
+class BucketRuns:
+    """Same-bucket runs of micro-batches, fed the ``buckets`` of a run's lines in order (all at
+    once or as they arrive, with the same answers): per line, the length and bucket of the run
+    going on at its last micro-batch (carried over lines that log none), and the 99th
+    percentile of all run lengths so far, kept as a histogram so that it costs nothing to
+    keep up to date."""
+
+    def __init__(self):
+        self.finished: Counter[int] = Counter()  # length -> finished runs of that length
+        self.bucket, self.length = -1, 0  # the run going on (-1: no micro-batch yet)
+
+    def feed(self, per_line: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+        n = len(per_line)
+        flat = per_line.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+        if not len(flat):
+            return np.full(n, self.length, dtype=np.int64), np.full(n, self.bucket, np.int64)
+        carried = self.length > 0 and flat[0] == self.bucket
+        is_start = np.concatenate([[not carried], flat[1:] != flat[:-1]])
+        starts = np.flatnonzero(is_start)
+        run_of = np.cumsum(is_start) - 1  # -1: still the run carried in
+        begun = starts[np.maximum(run_of, 0)] if len(starts) else 0
+        so_far = np.where(run_of >= 0, np.arange(len(flat)) - begun,
+                          self.length + np.arange(len(flat))) + 1
+        ends = np.append(starts, len(flat))
+        done = np.diff(ends)[:-1].tolist()  # every run begun here but the last one
+        if self.length and not carried:
+            done.append(self.length)
+        elif self.length and len(starts):
+            done.append(self.length + int(starts[0]))
+        self.finished.update(done)
+        counts = pc.fill_null(pc.list_value_length(per_line), 0).to_numpy(zero_copy_only=False)
+        last = np.cumsum(counts) - 1  # each line's last micro-batch so far, -1 before any
+        seen = last >= 0
+        lengths = np.where(seen, so_far[np.maximum(last, 0)], self.length)
+        owners = np.where(seen, flat[np.maximum(last, 0)], self.bucket)
+        self.bucket, self.length = int(flat[-1]), int(so_far[-1])
+        return lengths.astype(np.int64), owners.astype(np.int64)
+
+    def typical(self) -> float:
+        """np.percentile(lengths, 99) of every run so far, the one going on included."""
+        counts = self.finished + Counter({self.length: 1} if self.length else {})
+        if not counts:
+            return 0.0
+        values = np.array(sorted(counts), dtype=np.int64)
+        cumulative = np.cumsum([counts[v] for v in values])
+        return _linear_percentile(values, cumulative, 99)
+
+
+def _linear_percentile(values: np.ndarray, cumulative: np.ndarray, q: float) -> float:
+    """numpy's default ("linear") percentile, operation for operation, of the sorted sample
+    in which ``values[i]`` occupies ranks up to ``cumulative[i]``."""
+    n = int(cumulative[-1])
+    virtual = (n - 1) * np.true_divide(q, 100)
+    previous = int(np.floor(virtual))
+    def at(rank: int) -> np.int64:
+        return values[np.searchsorted(cumulative, rank, side="right")]
+    if virtual >= n - 1:
+        return float(values[-1])
+    a, b, t = at(previous), at(previous + 1), virtual - previous
+    diff = b - a
+    return float(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
 
 
 def attribute(incident: Incident, ctx: RunContext, stalls: list[Incident]) -> None:

@@ -24,6 +24,8 @@ import bottleneck as bn
 import numpy as np
 import pandas as pd
 
+from app import keys
+
 # The rules below are the one definition: queries/spikes.sql and queries/cliffs.sql receive
 # them as parameters (SQL_PARAMS; their headers document the same defaults, which a test checks).
 BASELINE = 20  # lines in the rolling baseline
@@ -41,9 +43,12 @@ CLIFF_SIGMAS = 8.0
 NOISE_FLOOR = 0.01  # the noise scale is at least this fraction of the baseline
 SUDDEN = 0.5  # a spike: at least this fraction of its excess arrived in one line
 LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
-NOT_METRICS = {"run", "attempt", "step", "elapsed_s", "time", "epoch", "buckets", "file_id",
-               "ingested_at", "line_id", "t", "extra_metrics"}
-NONFINITE = "!nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
+# The frame's own working columns start with a NUL: ingest/columns.py writes a control
+# character in a key as its escape text, so no metric column can be named like these.
+PRIVATE = "\x00"
+CLOCK = PRIVATE + "clock"  # seconds, line by line (load.py fills it)
+NONFINITE = PRIVATE + "nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
+NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
 SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
     "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN},
@@ -158,7 +163,7 @@ class RunDetector:
 
     def __init__(self, run: str, watch: Watch):
         self.run, self.watch = run, watch
-        self.frame = pd.DataFrame()  # recent lines: step, t, attempt, metrics
+        self.frame = pd.DataFrame()  # recent lines: step, CLOCK, attempt, metrics
         self.base = 0  # line number of frame's first row
         self.frontier = dict.fromkeys(LOOKAHEAD, 0)  # first undecided line per kind
         self.open: dict[tuple[str, str], Incident] = {}
@@ -222,9 +227,9 @@ class RunDetector:
     # ---- stalls -----------------------------------------------------------------------------
 
     def _stalls(self, n: int) -> list[Incident]:
-        if "t" not in self.frame or self.frame["t"].isna().all():
+        if CLOCK not in self.frame or self.frame[CLOCK].isna().all():
             return []
-        t = self.frame["t"].to_numpy(dtype=float)
+        t = self.frame[CLOCK].to_numpy(dtype=float)
         attempt = self.frame["attempt"].to_numpy()
         steps = self.frame["step"].to_numpy(dtype=float)
         same = np.concatenate([[False], attempt[1:] == attempt[:-1]])

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import math
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from app.db import queries
-from app.diagnose.causes import attribute, load_context
-from app.diagnose.detect import Incident, RunDetector, Watch
-from app.diagnose.load import run_lines
+from app.diagnose.causes import BucketRuns, attribute, load_context, window_context
+from app.diagnose.detect import BASELINE, Incident, RunDetector, Watch
+from app.diagnose.load import frame_of, run_lines
 from app.ingest.parse import records_table
 
 log = logging.getLogger("cliffwatch.diagnose")
@@ -82,32 +84,87 @@ def _number(value) -> float:
         return math.nan
 
 
+class LiveRun:
+    """What live diagnosis keeps of one run: its detector, its incidents, and just enough of
+    its recent lines to give a new incident the window its causes are judged from."""
+
+    TAIL = 4 * BASELINE  # recent lines kept: a new incident's window starts in them
+
+    def __init__(self, run: str, watch: Watch):
+        self.run = run
+        self.detector = RunDetector(run, watch)
+        self.found: dict[tuple, Incident] = {}
+        self.windows: dict[tuple, pd.DataFrame] = {}  # incident -> its lines (they never change)
+        self.buckets = BucketRuns()
+        self.recent = pd.DataFrame()
+        self.last_line = -1
+
+    def feed(self, table: pa.Table, watch: Watch) -> list[Incident]:
+        """Judge new lines (a run_lines table); returns the incidents found or grown, each
+        remembering its window."""
+        frame = frame_of(table, watch)
+        self.last_line = int(frame["line_id"].iat[-1])
+        runs, owners = self.buckets.feed(table["buckets"].combine_chunks())
+        lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
+                              for name in ("line_id", "step", "attempt", "epoch")})
+        lines["bucket_run"], lines["run_bucket"] = runs, owners
+        lines = pd.concat([self.recent, lines], ignore_index=True) if len(self.recent) else lines
+        changed = {i.key: i for i in self.detector.feed(frame)}
+        for key, incident in changed.items():
+            if key not in self.windows:
+                self.windows[key] = _window(lines, incident)
+        self.recent = lines.iloc[-self.TAIL:].reset_index(drop=True)
+        self.found.update(changed)
+        return list(changed.values())
+
+    def attribute(self, cursor, incidents: list[Incident]) -> None:
+        """Causes of the given incidents only, each from its own window; an incident whose
+        window was not at hand (a run read before this process started, say) reads the run."""
+        stalls = [i for i in self.found.values() if i.kind == "stall"]
+        typical = self.buckets.typical()
+        whole = None
+        for incident in incidents:
+            window = self.windows.get(incident.key)
+            if window is None:
+                whole = whole or load_context(cursor, self.run)
+                attribute(incident, whole, stalls)
+            else:
+                attribute(incident, window_context(cursor, self.run, window, typical), stalls)
+
+
+def _window(lines: pd.DataFrame, incident: Incident) -> pd.DataFrame | None:
+    """The lines from where ``incident``'s cause search starts through its first line, or
+    None when they are no longer at hand."""
+    ids = lines["line_id"].to_numpy()
+    lo = np.searchsorted(ids, incident.from_line_id)
+    hi = np.searchsorted(ids, incident.line_id)
+    if lo >= len(ids) or ids[lo] != incident.from_line_id or hi >= len(ids):
+        return None
+    return lines.iloc[lo:hi + 1].copy()
+
+
 class LiveDiagnosis:
-    """Feeds each run's new lines to its detector and stores what it finds in `incidents`."""
+    """Feeds each run's new lines to its detector and stores what it finds in `incidents`.
+    A tick costs what its new lines cost: only incidents found or grown by them are stored,
+    and their causes are judged from their own windows, not from the whole run."""
 
     def __init__(self, db, watch: Watch):
         self.db, self.watch = db, watch
-        self.detectors: dict[str, RunDetector] = {}
-        self.last_line: dict[str, int] = {}
-        self.found: dict[str, dict[tuple, Incident]] = {}
+        self.runs: dict[str, LiveRun] = {}
 
     def update(self) -> int:
         """Judge every run's new lines; returns incidents stored or changed."""
         cursor = self.db.cursor()
         changed = 0
         for run in run_ids(cursor):
-            frame = run_lines(cursor, run, self.watch, self.last_line.get(run, -1))
-            if frame.empty:
+            live = self.runs.setdefault(run, LiveRun(run, self.watch))
+            table = queries.arrow(cursor, "run_lines", {"run": run, "after": live.last_line})
+            if not table.num_rows:
                 continue
-            self.last_line[run] = int(frame["line_id"].iat[-1])
-            detector = self.detectors.setdefault(run, RunDetector(run, self.watch))
-            new = detector.feed(frame)
+            new = live.feed(table, self.watch)
             if new:
-                known = self.found.setdefault(run, {})
-                collect(new, known)
-                # causes are judged again for all of the run's incidents: an event or a stall
-                # that arrived later can change them
-                changed += self._store(cursor, with_causes(cursor, run, list(known.values())))
+                live.attribute(cursor, new)
+                changed += self._store(cursor, new)
         return changed
 
     def _store(self, cursor, incidents: list[Incident]) -> int:

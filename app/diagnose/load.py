@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.db import queries
-from app.diagnose.detect import NONFINITE, NOT_METRICS, Watch
+from app.diagnose.detect import CLOCK, NONFINITE, NOT_METRICS, Watch
 
 
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
-    """Lines of ``run`` with ``line_id > after``: step, t, attempt, line_id, the metrics, and
+    """Lines of ``run`` with ``line_id > after``: step, CLOCK, attempt, line_id, the metrics, and
     a NaN/inf flag column for each metric that has any."""
     table = queries.arrow(cursor, "run_lines", {"run": run, "after": after})
     return frame_of(table, watch)
@@ -27,7 +27,7 @@ def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
         "line_id": table["line_id"].to_numpy(),
         "step": table["step"].to_numpy(),
         "attempt": table["attempt"].to_numpy(),
-        "t": _clock(table),
+        CLOCK: _clock(table),
     }
     for name in table.column_names:
         if name in NOT_METRICS:

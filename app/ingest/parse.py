@@ -17,12 +17,12 @@ import orjson
 import pyarrow as pa
 
 from app.ingest.columns import SPECIAL, column_name, fold
+from app.keys import BUCKETS, EVENT, INT64, STEP, is_step  # noqa: F401 (INT64: store.py)
 
 MAX_LINE = 1024 * 1024
 MAX_EVENT_DEPTH = 64  # an event is stored as JSON text; json.dumps recurses once per level
 BOM = b"\xef\xbb\xbf"
 EXCERPT = 200
-INT64 = (-(2**63), 2**63 - 1)
 INT32 = (-(2**31), 2**31 - 1)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -156,7 +156,7 @@ def _line(raw: bytes, offset: int, out: Parsed, events_only: bool) -> dict | Non
     if decoded is None:
         return None
     obj, notes = decoded
-    if "event" in obj or events_only:
+    if EVENT in obj or events_only:
         if depth(obj) > MAX_EVENT_DEPTH:
             out.problems.append(Problem(offset, "error", f"event nests more than "
                                         f"{MAX_EVENT_DEPTH} levels deep; not stored",
@@ -196,16 +196,15 @@ def _decode_line(raw: bytes, offset: int, problems: list[Problem]):
 
 def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
                 notes: list[str]) -> dict | None:
-    step = obj.get("step")
-    if isinstance(step, float) and step.is_integer():
-        step = int(step)
-    if not isinstance(step, int) or isinstance(step, bool) or not _within(step, INT64):
-        reason = "missing 'step'" if "step" not in obj else f"'step' is not an integer ({step!r})"
+    step = obj.get(STEP)
+    if not is_step(step):  # 7.0 too: the validator (logformat.py) refuses the same lines
+        reason = (f"missing '{STEP}'" if STEP not in obj
+                  else f"'{STEP}' is not an integer within 64 bits ({_short(step)})")
         problems.append(Problem(offset, "error", reason, excerpt(raw)))
         return None
-    row, odd, seen = {"step": step}, list(notes), {"step": "step"}  # folded column -> key
+    row, odd, seen = {STEP: step}, list(notes), {STEP: STEP}  # folded column -> key
     for key, value in obj.items():
-        if key == "step":
+        if key == STEP:
             continue
         name = column_name(key)
         if fold(name) in seen:  # one column per name as DuckDB compares them (columns.py)
@@ -214,12 +213,12 @@ def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
                        f"as the key {_key(first)} before it on this line; ignored")
             continue
         seen[fold(name)] = key
-        if name == "buckets":
+        if name == BUCKETS:
             ok = isinstance(value, list) and all(type(b) is int and _within(b, INT32)
                                                  for b in value)
             row[name] = value if ok else None
             if not ok and value is not None:
-                odd.append(f"'buckets' is not a list of integers ({_short(value)}); stored as "
+                odd.append(f"'{BUCKETS}' is not a list of integers ({_short(value)}); stored as "
                            "NULL")
         else:
             row[name] = _metric_value(key, value, odd)

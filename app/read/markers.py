@@ -5,12 +5,13 @@
                                                           2000: saved in 155.2 s, the training
                                                           loop was blocked 155.2 s
     epoch               10601.2  10601.2  2114  2114      epoch 1 begins at step 2114
-    incident    spike   10181.2  10211.2  2029  2035      spike in loss at step 2029: 13
-                                                          (typical 0.7392) ... Likely cause: ...
+    incident    spike   10171.2  10211.2  2027  2035      spike in loss at step 2027: peak 13
+                                                          at step 2029 (typical 0.7427) ...
     alert  stall: firing ...
 
 Checkpoints span checkpoint_start..checkpoint_end (an open one ends at the run's newest
-line), epochs and resumes are rules (x0 == x1), incidents span step..end_step, alert
+line), epochs and resumes are rules (x0 == x1), incidents span step..end_step (the label
+names the worst value and its step, which need not be the first), alert
 firings are rules at the step that fired. ``lo``/``hi`` (steps, inclusive) keep the markers
 that overlap the range (queries/read/markers.sql).
 

@@ -2,7 +2,8 @@
 -- description: What to mark on a run's charts: checkpoint saves as spans from
 --   checkpoint_start to its checkpoint_end (one still open ends at the run's newest line, or
 --   at the next checkpoint_start if the trainer started another), epoch_start events and
---   resumes (attempt > 1) as rules, incidents as spans from step to end_step, and alert
+--   resumes (attempt > 1) as rules, incidents as spans from step to end_step (labelled
+--   with their worst value and the step it was logged at, `worst_step`), and alert
 --   firings, each with a tooltip label and the evidence. Only markers that overlap steps
 --   lo..hi. e0/t0 and e1/t1 are the elapsed_s and time of each end where the event itself
 --   says them (else NULL: app/read/markers.py places them at the run's logged lines, in the
@@ -93,7 +94,11 @@ WITH marks AS (
     UNION ALL
     SELECT 'incident', kind, step, end_step, NULL, NULL, NULL, NULL,
            kind || ' in ' || metric || ' at step ' || step
-           || coalesce(': ' || format('{:.4g}', value), '')
+           -- the episode's worst value where it was logged: "peak 13 at step 2029"
+           || coalesce(': ' || CASE kind WHEN 'spike' THEN 'peak ' WHEN 'cliff' THEN 'bottom '
+                                         ELSE '' END || format('{:.4g}', value)
+                       || CASE WHEN worst_step <> step THEN ' at step ' || worst_step
+                               ELSE '' END, '')
            || coalesce(' (typical ' || format('{:.4g}', baseline) || ')', '')
            || CASE WHEN end_step > step THEN ', through step ' || end_step ELSE '' END
            || CASE WHEN len(causes) > 0

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from app import settings as settings_mod
+from app.alerts import webhook
 from app.alerts.engine import Engine
 from app.alerts.rules import Rule
 from app.diagnose.detect import Watch
@@ -229,6 +230,43 @@ def test_incident_rule_carries_causes_and_evidence(bench, tmp_path):
     assert sorted(f["metric"] for f in resolved) == sorted(n["facts"]["metric"] for n in notes)
     assert all(f"in {f['metric']} at step " in f["summary"] and f["summary"].endswith(")")
                and "@" not in f["metric"] for f in resolved)
+
+
+def replica_of_seed(logs: Path) -> None:
+    """samples/seed-cliff with the loss already up (4.55) on the line after the checkpoint
+    stall, as on the seed's own machine: the spike starts at 2027 and peaks (13.0) at 2029."""
+    run = logs / "seed"
+    shutil.copytree(SAMPLES / "seed-cliff", run)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["loss"] = 4.55 if line["step"] == 2027 else line.get("loss")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    for path in run.iterdir():  # copied now, as a live run's files are
+        os.utime(path)
+
+
+def test_incident_alert_quotes_the_worst_point_and_opens_the_episode(bench):
+    """Issue 10: the message names the spike's peak where it was (13 at step 2029), not the
+    value at its first line, and its link shows the whole episode (2027..2035)."""
+    b = bench([Rule(name="incident", type="incident", kinds=("spike",))])
+    replica_of_seed(b.logs)
+    b.monitor.tailer.catch_up()
+    LiveDiagnosis(b.monitor.db, Watch()).update()
+    b.step()
+    (spike,) = [n["facts"] for n in b.notes() if n["kind"] == "firing"
+                and n["facts"]["step"] == 2027]
+    assert "spike in loss at step 2027 (through 2035): peak 13 at step 2029 against a " \
+           "typical" in spike["summary"]
+    assert (spike["value"], spike["worst_step"], spike["end_step"]) == (13.0, 2029, 2035)
+    assert ("Value", "13 at step 2029") in webhook.fields(spike)
+    assert webhook.link("http://h:1", spike) == "http://h:1/run?run=seed&from=1927&to=2135"
+    assert "around step 2027 through 2035>" in json.dumps(
+        webhook.slack_payload(spike, "k", webhook.link("http://h:1", spike)))
+    b.step(time.time() + 61)  # over: the resolved message quotes the same worst point
+    (over,) = [n["facts"] for n in b.notes() if n["kind"] == "resolved"
+               and "at step 2027 " in n["facts"]["summary"]]
+    assert over["summary"] == ("spike in loss at step 2027 is over (last grew at step 2035; "
+                               "peak 13 at step 2029)")
 
 
 def test_history_run_is_not_alerted_on(bench):

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pandas as pd
 
-from app.diagnose.detect import RunDetector, Watch
+from app.diagnose.detect import CLOCK, RunDetector, Watch
 from app.diagnose.diagnosis import diagnose
 from tests.app.test_ingest_bad_input import ingest
 
@@ -45,6 +45,6 @@ def test_a_million_lines_of_uniform_noise_hold_no_incident():
     values = np.random.default_rng(1).uniform(0.0, 1.0, 1_000_000)
     n = len(values)
     frame = pd.DataFrame({"line_id": np.arange(n), "step": np.arange(n),
-                          "attempt": np.ones(n, dtype=np.int64), "t": np.full(n, np.nan),
+                          "attempt": np.ones(n, dtype=np.int64), CLOCK: np.full(n, np.nan),
                           "loss": values, "accuracy": values})
     assert RunDetector("noise", Watch()).feed(frame) == []

@@ -23,6 +23,8 @@ def test_golden_runs_validate(run):
 @pytest.mark.parametrize(("line", "problem"), [
     ({"loss": 1.0}, "missing 'step'"),
     ({"step": "3"}, "'step' must be an integer"),
+    ({"step": 7.0}, "'step' must be an integer"),  # ingest refuses it too (test_keys.py)
+    ({"step": 2**63}, "'step' must be an integer within 64 bits"),  # BIGINT holds no more
     ({"step": 3, "loss": "low"}, "metric 'loss' must be a number"),
     ({"step": 3, "buckets": [1, "a"]}, "'buckets' must be a list of integers"),
     ({"step": 3, "elapsed_s": float("nan")}, "'elapsed_s' must be a finite number"),

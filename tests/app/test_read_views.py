@@ -22,6 +22,7 @@ from app.read.incidents import incidents_table
 from app.read.markers import markers
 from app.read.runs import runs_table
 from app.read.strip import bucket_strip
+from tests.app.test_alert_engine import replica_of_seed
 from tests.conftest import SAMPLES
 
 SETTINGS = settings_mod.resolve()
@@ -82,6 +83,27 @@ def test_markers_land_at_the_seed_events_with_checkpoints_as_wide_as_theirs(seed
     assert list(zip(inside["kind"], inside["step"], strict=True)) == [
         ("incident", 2029), ("epoch", 2114), ("checkpoint", 4001), ("incident", 4019),
         ("incident", 4021)]
+
+
+def test_incident_marker_names_its_worst_point(tmp_path):
+    """Issue 10: a spike that starts at 2027 and peaks at 2029 spans its episode, and its
+    tooltip names the peak where it was logged."""
+    replica_of_seed(tmp_path)
+    monitor = Monitor.open(tmp_path, SETTINGS)
+    try:
+        monitor.tailer.catch_up()
+        LiveDiagnosis(monitor.db, Watch()).update()
+        found = markers(monitor.db.cursor(), "seed", lo=2027, hi=2027, x="elapsed")
+    finally:
+        monitor.close()
+    spike = found[(found["kind"] == "incident") & (found["detail"] == "spike")].iloc[0]
+    assert (spike["step"], spike["end_step"]) == (2027, 2035)
+    assert (spike["x0"], spike["x1"]) == pytest.approx((10171.2, 10211.2))
+    assert spike["label"].startswith(
+        "spike in loss at step 2027: peak 13 at step 2029 (typical ")
+    assert ", through step 2035" in spike["label"]
+    stall = found[(found["kind"] == "incident") & (found["detail"] == "stall")].iloc[0]
+    assert " at step 2027: " in stall["label"] and "peak" not in stall["label"]
 
 
 def test_bucket_strip_has_one_cell_per_micro_batch_and_merging_is_bounded(seed):
