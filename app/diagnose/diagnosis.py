@@ -98,6 +98,7 @@ class LiveRun:
         self.buckets = BucketRuns()
         self.recent = pd.DataFrame()
         self.last_line = -1
+        self.last_event = -1  # events' rowid seen so far
 
     def feed(self, table: pa.Table, watch: Watch) -> list[Incident]:
         """Judge new lines (a run_lines table); returns the incidents found or grown, each
@@ -132,6 +133,26 @@ class LiveRun:
                 attribute(incident, window_context(cursor, self.run, window, typical), stalls)
 
 
+    def touched(self, cursor) -> list[Incident]:
+        """Incidents whose window holds an event stored since the last call: an event read
+        after the lines it explains (a checkpoint_end after the stall it caused) still counts."""
+        events = queries.execute(cursor, "diagnose/run_events_after",
+                                 {"run": self.run, "after": self.last_event}).fetchall()
+        if not events:
+            return []
+        self.last_event = max(rowid for rowid, _ in events)
+        steps = [step for _, step in events if step is not None]
+        return [i for i in self.found.values() if _holds(self.windows.get(i.key), steps)]
+
+
+def _holds(window: pd.DataFrame | None, steps: list[int]) -> bool:
+    """Whether an incident's window holds one of ``steps`` (no window at hand: assume so)."""
+    if window is None:
+        return True
+    lo, hi = window["step"].min(), window["step"].max()
+    return any(lo <= step <= hi for step in steps)
+
+
 def _window(lines: pd.DataFrame, incident: Incident) -> pd.DataFrame | None:
     """The lines from where ``incident``'s cause search starts through its first line, or
     None when they are no longer at hand."""
@@ -159,12 +180,12 @@ class LiveDiagnosis:
         for run in run_ids(cursor):
             live = self.runs.setdefault(run, LiveRun(run, self.watch))
             table = queries.arrow(cursor, "run_lines", {"run": run, "after": live.last_line})
-            if not table.num_rows:
-                continue
-            new = live.feed(table, self.watch)
-            if new:
-                live.attribute(cursor, new)
-                changed += self._store(cursor, new)
+            new = live.feed(table, self.watch) if table.num_rows else []
+            keys = {i.key for i in new}
+            again = [i for i in live.touched(cursor) if i.key not in keys]
+            if new or again:
+                live.attribute(cursor, new + again)
+                changed += self._store(cursor, new + again)
         return changed
 
     def _store(self, cursor, incidents: list[Incident]) -> int:

@@ -79,3 +79,25 @@ def test_causes_from_windows_equal_the_whole_runs(tmp_path, sample):
     assert sum("bucket_homogeneity" in c for c, _ in whole.values()) >= 1
     if sample == "resumed":
         assert any("resume" in c for c, _ in whole.values())
+
+
+def test_an_event_read_after_its_incident_still_changes_its_causes(tmp_path):
+    """events.jsonl and metrics.jsonl are read apart: the checkpoint_end that explains a stall
+    can land after the stall's lines, once the incident has stopped changing. (A full CI run
+    saw the stall at step 4019 keep "checkpoint ... began" for good.)"""
+    run = tmp_path / "logs" / "seed"
+    shutil.copytree(SAMPLES / "seed-cliff", run)
+    events = (run / "events.jsonl").read_text().splitlines()
+    late = [e for e in events if '"checkpoint_end"' in e and '"step": 4001' in e]
+    (run / "events.jsonl").write_text("".join(e + "\n" for e in events if e not in late))
+    sql = "SELECT evidence FROM incidents WHERE kind = 'stall' AND step = 4019"
+    with ingest(tmp_path / "logs") as mon:
+        live = LiveDiagnosis(mon.db, Watch())
+        live.update()
+        assert "blocked" not in " ".join(query(mon, sql)[0][0])
+        with (run / "events.jsonl").open("a") as handle:
+            handle.write(late[0] + "\n")
+        mon.tailer.tick(discover=True)
+        assert live.update() >= 1
+        assert "blocked the training loop for 100.0 s" in " ".join(query(mon, sql)[0][0])
+        assert live.update() == 0  # judged once: a later tick with nothing new stores nothing
