@@ -138,6 +138,11 @@ def run_names() -> list[str]:
     return [] if table.empty else table["run"].astype(str).tolist()
 
 
+def no_runs_yet() -> None:
+    """What a page that needs a run says while the log directory has none."""
+    st.info(f"No runs yet: waiting for logs in {md(logdir())} (see the Runs page).")
+
+
 def metric_names(run: str, version: tuple) -> list[str]:
     return _names_and_axes(run, version)[0]
 

@@ -59,8 +59,7 @@ def page() -> None:
     source.health_warning()
     names = source.run_names()
     if not names:
-        st.info(f"No runs yet: waiting for logs in {source.md(source.logdir())} (see the "
-                "Runs page).")
+        source.no_runs_yet()
         return
     live(*filters(names))
 

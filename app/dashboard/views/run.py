@@ -16,8 +16,7 @@ def choose_run(view: source.RunView) -> str | None:
     names = source.run_names()
     if view.run is None:
         if not names:
-            st.info(f"No runs yet: waiting for logs in {source.md(source.logdir())} (see the "
-                    "Runs page).")
+            source.no_runs_yet()
             return None
         pick = st.selectbox("Run", names, index=None, placeholder="pick a run")
         if pick:
