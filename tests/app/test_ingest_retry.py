@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,10 @@ def _count(server, sql: str) -> int:
     try:
         return wait_for(answer, timeout=20)[0]
     except AssertionError:
-        raise AssertionError(f"{sql} refused for 20 s: {refusals[-1]}") from None
+        # a bare 500 means an exception escaped the API: the server's log has its trace
+        log = Path(server.log.name).read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{sql} refused for 20 s: {refusals[-1]}\nserver log:\n{log}") \
+            from None
 
 
 def test_heavy_queries_never_make_ingest_skip_a_line(tmp_path, make_server):
