@@ -193,6 +193,8 @@ def _begin_read_only(cursor) -> None:
         queries.execute(cursor, "db/begin_read_only")
     except duckdb.Error as exc:
         _rollback(cursor)  # so the next query on this cursor starts clean
+        if isinstance(exc, duckdb.FatalException):  # sending it again will not help
+            raise CliffwatchError(_describe(exc), status=503) from None
         raise CliffwatchError(f"could not start a read-only transaction ({_describe(exc)}); "
                               "the query was not run, send it again", status=503) from None
 
@@ -222,8 +224,10 @@ class _Deadline:
 
 def _rollback(cursor) -> None:
     # the one forgiving step: a rollback with no transaction open (the query failed before
-    # DuckDB began one, or an interrupt ended it) is fine
-    with contextlib.suppress(duckdb.TransactionException):
+    # DuckDB began one, or an interrupt ended it) is fine; and a rollback that fails for
+    # another reason must not hide the error being reported (a database DuckDB invalidated
+    # after a failed write answers every statement, this one too, with a FatalException)
+    with contextlib.suppress(duckdb.Error):
         queries.execute(cursor, "db/rollback")
 
 
@@ -236,6 +240,10 @@ def _status(exc: duckdb.Error) -> int:
 
 def _describe(exc: Exception, params: dict | None = None) -> str:
     text = str(exc).strip()
+    if isinstance(exc, duckdb.FatalException) or "database has been invalidated" in text:
+        return ("the database stopped after an earlier failure (often memory: raise "
+                "--memory-limit) and must be reopened: restart the server; nothing is lost, "
+                "ingest resumes from what it committed")
     if "read-only" in text:
         return "this query tries to write; only read queries are allowed"
     if "configuration has been locked" in text:
