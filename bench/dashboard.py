@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-import duckdb
 import httpx
 import pyarrow as pa
 import streamlit.logger
@@ -46,25 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app import settings as settings_mod
 from app.monitor import Monitor
 from app.read import markers, series, strip, tiles
+from samples.long_run import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "big"
-SPIKE_STEP, STALL_STEP = 654_322, 500_001  # the run's maximum loss; its 167.2 s stall
 
-
-def write_run(path: Path, lines: int) -> None:
-    """A seed-format metrics.jsonl (buckets included), written by DuckDB in about a second a
-    million lines: the same shape as tests/app/test_read_series.py's run."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    duckdb.connect().execute(f"""COPY (
-        SELECT i + 1 AS step,
-               CASE WHEN i + 1 = {SPIKE_STEP} THEN 42.5
-                    ELSE 2.0 / (1 + i / 1e5) + (hash(i) % 1000) / 1e5 END AS loss,
-               (hash(i * 3) % 1000) / 1e3 AS accuracy, 1e-4 AS lr,
-               25000.0 + hash(i) % 1000 AS tok_per_sec, hash(i) % 8 AS hs_queue_depth,
-               i * 0.5 + CASE WHEN i + 1 >= {STALL_STEP} THEN 167.2 ELSE 0 END AS elapsed_s,
-               i // 100000 AS epoch, [i % 6, (i * 7) % 6] AS buckets
-        FROM range({lines}) AS t(i)) TO '{path}' (FORMAT json)""")
 
 
 def page_panels() -> tuple:

@@ -17,16 +17,15 @@ is added: it turns the brush st.altair_chart returns into the URL's from/to step
 
 Only the columns a chart draws or shows in a tooltip are embedded: the Run page must stay under
 1 MB in the browser (issue 9). A page shows one metric_chart per metric sharing `x_domain`
-rather than one run_charts stack: Streamlit 1.67 will not fit a vconcat of layers to the
+rather than one vconcat stack: Streamlit 1.67 will not fit a vconcat of layers to the
 container width (it falls back to autosize "pad"), and one chart per metric keeps each brush
-and each refresh separate. run_charts stays for export.
+and each refresh separate.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-import warnings
 from collections.abc import Sequence
 
 import altair as alt
@@ -179,14 +178,6 @@ def _named_frame(data, datasets: dict) -> dict:
     name = f"data-{digest.hexdigest()[:16]}"
     datasets[name] = frame
     return {"name": name}
-
-
-def run_charts(panels: list[alt.TopLevelMixin]) -> alt.VConcatChart:
-    """Panels stacked on one shared x (for export: see the module docstring)."""
-    with warnings.catch_warnings():
-        # Each panel brings its own "zoom"; one brush across the stack is what is meant.
-        warnings.filterwarnings("ignore", "Automatically deduplicated selection parameter")
-        return alt.vconcat(*panels, spacing=8).resolve_scale(x="shared", color="independent")
 
 
 def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,

@@ -185,13 +185,6 @@ def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def gaps(run: str, version: tuple, lo, hi, x: str, points: int = POINTS):
-    from app.read import series as series_mod
-
-    return series_mod.gaps(cursor(), run, lo=lo, hi=hi, x=x, points=points)
-
-
-@st.cache_data(max_entries=128, show_spinner=False)
 def markers(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
     from app.read import markers as markers_mod
 

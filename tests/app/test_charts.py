@@ -306,17 +306,6 @@ def test_bucket_strip_shows_merged_cells_fainter():
 
 # -- pages' helpers, compare, SQL, export -----------------------------------------------------
 
-def test_stacked_charts_share_one_zoom_brush_and_x():
-    marks = seed_markers("step")
-    loss = charts.metric_chart(frame(), "loss", markers=marks)
-    acc = charts.metric_chart(frame(metric="accuracy"), "accuracy", markers=marks)
-    strip = charts.bucket_strip(seed_strip(seed_lines("metrics.jsonl")[:20]))
-    spec = charts.run_charts([loss, strip, acc]).to_dict()
-    assert [p["name"] for p in spec["params"]] == ["zoom"]
-    assert spec["resolve"]["scale"]["x"] == "shared"
-    vl_convert.vegalite_to_vega(spec, vl_version=export.VL_VERSION)  # a valid spec
-
-
 @pytest.mark.parametrize(("x", "zoom", "expected"), [
     ("step", {"x": [598.13, 1061.68]}, (598, 1062)),
     ("elapsed", {"x": [15.0, 31.0]}, (2, 3)),
