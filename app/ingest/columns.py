@@ -1,5 +1,5 @@
 """Which column a log key is stored in: the one rule, stated here once, that both parse paths
-(parse.py line by line, bulk.py through DuckDB's reader) and the store follow.
+(careful.py line by line, fast.py through DuckDB's reader) and the store follow.
 
 DuckDB matches identifiers ignoring ASCII case only (measured on DuckDB 2.0: ``"LOSS"`` finds a
 column ``loss``, ``"ÉNERGIE"`` finds ``Énergie``, but ``Énergie`` and ``énergie`` are two

@@ -39,6 +39,12 @@ class FileState:
         return LogFile(self.path, self.run, self.kind).rank
 
 
+def adopt(state: FileState, new: FileState) -> None:
+    """Make ``state`` the committed ``new`` (after its transaction has committed)."""
+    for field in fields(FileState):
+        setattr(state, field.name, getattr(new, field.name))
+
+
 def refresh(db, state: FileState) -> None:
     """Set ``state`` to the file's row as committed. After a commit that raised, memory and
     database may disagree: DuckDB can raise from COMMIT after the transaction became durable,

@@ -1,5 +1,5 @@
 """The careful path: complete JSONL lines, decoded one by one, into rows, events and recorded
-problems with their byte offsets (the fast path for clean chunks is bulk.py). For example the
+problems with their byte offsets (the fast path for clean chunks is fast.py). For example the
 line ``{"step": 7, "loss": "abc"}`` at offset 812 becomes a row with ``loss`` NULL and::
 
     Problem(offset=812, severity="warning",

@@ -13,7 +13,6 @@ run names them). Column names come from ``columns.py``, and are compared as Duck
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import logging
@@ -24,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from app.db.database import Database
-from app.ingest import bulk
+from app.ingest import attempts
 from app.ingest.columns import OVERFLOW, column_name, fold, is_metric_column
-from app.ingest.filestate import FileState
+from app.ingest.filestate import FileState, adopt
 from app.ingest.parse import INT64, Parsed, Problem, event_text, number, records_table
 from app.settings import REGISTRY
 
@@ -96,13 +95,13 @@ class Store:
             rows = self._write(cur, state, batch)
             cur.commit()
         except BaseException:
-            self._rollback(cur)
+            self.rollback(cur)
             raise
-        _copy_into(state, batch.new_state)
+        adopt(state, batch.new_state)
         self._overflow_noted.setdefault(state.run, set()).update(noted)
         return rows
 
-    def _rollback(self, cur) -> None:
+    def rollback(self, cur) -> None:
         """Undo the open transaction after a failure (the caller re-raises that failure). If
         the rollback fails too, the cursor may be left in an aborted transaction that fails
         every later statement: drop it, and the next call opens a fresh one."""
@@ -120,7 +119,7 @@ class Store:
             rows = batch.parsed.rows = rows.drop_columns(
                 [n for n in rows.column_names if fold(n) == fold(column_name("rank"))])
         table = TABLES[state.kind]
-        known = self._known(table)
+        known = self.known(table)
         new = [n for n in rows.column_names if fold(n) not in known]
         room = max(0, self.max_columns - sum(map(is_metric_column, known)))
         extra = [n for n in new if is_metric_column(n)][room:]
@@ -131,7 +130,7 @@ class Store:
             if fold(OVERFLOW) not in known:
                 new.append(OVERFLOW)
         for start in range(0, len(new), ALTERS_PER_TRANSACTION):
-            self._add_columns_now(table, new[start:start + ALTERS_PER_TRANSACTION])
+            self.add_columns(table, new[start:start + ALTERS_PER_TRANSACTION])
         unnoted = [n for n in extra if n not in self._overflow_noted.get(state.run, ())]
         if unnoted:
             first = int(np.argmax(rows.column(OVERFLOW).is_valid().to_numpy(
@@ -150,7 +149,7 @@ class Store:
                        "--max-metric-columns to give new keys their own columns (the cap is "
                        "also at most --memory-limit / 512 KiB: raise both)")
 
-    def _add_columns_now(self, table: str, names: list[str]) -> None:
+    def add_columns(self, table: str, names: list[str]) -> None:
         """Add columns in a transaction of their own, committed before the rows."""
         cur = self.db.cursor()
         cur.begin()
@@ -158,7 +157,7 @@ class Store:
             self._ensure_columns(cur, table, names)
             cur.commit()
         except BaseException:
-            self._rollback(cur)
+            self.rollback(cur)
             raise
 
     def _write(self, cur, state: FileState, batch: Batch) -> int:
@@ -174,19 +173,22 @@ class Store:
             self.db.run("ingest/run_touch", {"run": state.run})
         if batch.meta is not None:
             self._store_meta(state.run, batch.meta)
-        self._update_file(new)
+        self.update_file(new)
         return rows
 
-    def _update_file(self, new: FileState) -> None:
+    def update_file(self, new: FileState) -> None:
         self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
                                            if k not in ("run", "path", "kind")})
 
     def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
         table_name = TABLES[state.kind]
+        rows = batch.parsed.rows
+        steps = rows.column("step").to_numpy()
         if batch.rotated is not None:
-            rows, starts = late_attempts(batch.parsed.rows, batch.rotated, batch.new_state)
+            numbers, starts = attempts.late(steps, batch.rotated, batch.new_state)
         else:
-            rows, starts = with_attempts(batch.parsed.rows, batch.new_state, batch.reset_reason)
+            numbers, starts = attempts.number(steps, batch.new_state, batch.reset_reason)
+        rows = rows.append_column("attempt", pa.array(numbers, pa.int32()))
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
         if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
@@ -201,104 +203,7 @@ class Store:
                 [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
         return rows.num_rows
 
-    def commit_bulk(self, state: FileState, new: FileState, chunk: bulk.Chunk) -> int | None:
-        """The fast path in one transaction; None (nothing written) when the chunk must take
-        the careful path instead."""
-        doubles = self._columns_for(state.kind, chunk)
-        if doubles is None:
-            return None
-        cur = self.db.cursor()
-        trial = copy.copy(new)
-        cur.begin()
-        try:
-            rows = self._bulk(cur, state, trial, chunk)
-            self._check_finite(state, trial, chunk, doubles)
-        except (duckdb.Error, _NotClean):
-            self._rollback(cur)  # the careful path reads it, and says what was wrong
-            return None
-        except BaseException:  # e.g. the line count failed: never leave it open
-            self._rollback(cur)
-            raise
-        try:
-            cur.commit()
-        except BaseException:
-            # a COMMIT that raised may still have committed: never re-read the bytes at once
-            # (the careful path would store them twice); the tailer reads the file's row back
-            self._rollback(cur)
-            raise
-        _copy_into(state, trial)
-        return rows
-    def _bulk(self, cur, state: FileState, new: FileState, chunk: bulk.Chunk) -> int:
-        starts = []
-        if new.last_step is None or chunk.first_step <= new.last_step:
-            starts.append(_start(new, None, chunk.first_step, new.attempt + 1))
-            new.attempt += 1
-        params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id}
-        query = "ingest/insert_direct"
-        if state.kind == "rank":
-            query = "ingest/insert_direct_ranks"
-            params |= {"run": state.run, "rank": state.rank}
-        written = self.db.run(query, params).fetchall()[0][0]
-        scan = chunk.result()  # the scan ran beside DuckDB's read
-        if written != scan.lines or not chunk.still_clean():
-            raise _NotClean
-        first, last = scan.first_step, scan.last_step
-        if not scan.steps:  # a log read whole: its order is checked here, after the insert
-            backs, first, last, _ = self.db.run(
-                "ingest/check_rising", {"file_id": state.file_id, "attempt": new.attempt},
-                identifiers={"table": TABLES[state.kind]}).fetchall()[0]
-            first = first if backs == 0 else None
-        if first != chunk.first_step:
-            raise _NotClean
-        new.last_step = int(last)
-        if chunk.whole:
-            new.lines = scan.lines  # a whole file, counted while DuckDB read it
-        if state.kind == "metrics" and starts:
-            for start in starts:  # one at most: a step going back leaves the fast path
-                self.db.run("ingest/insert_attempt",
-                            dict(start, run=state.run, file_id=state.file_id))
-        self.db.run("ingest/run_touch", {"run": state.run})
-        self._update_file(new)
-        return scan.lines
-
-    def _check_finite(self, state: FileState, new: FileState, chunk: bulk.Chunk,
-                      doubles: list[str]) -> None:
-        """DuckDB's reader stores 1e400 as Infinity silently: such a chunk goes back."""
-        if not doubles:
-            return
-        found = self.db.run("ingest/check_finite", {
-            "file_id": state.file_id, "attempt": new.attempt, "first_step": chunk.first_step,
-            "names": doubles}, identifiers={"table": TABLES[state.kind]}).fetchall()[0]
-        if any(found):
-            raise _NotClean
-
-    def _columns_for(self, kind: str, chunk: bulk.Chunk) -> list[str] | None:
-        """Add columns for the chunk's new keys, committed before its rows (an empty column
-        is harmless if the rows then take the careful path); returns the chunk's DOUBLE
-        columns. None, and the careful path applies, if a key is not one the fast path may
-        store as it is (columns.py), or would pass ``max_columns``, or the chunk cannot even
-        be described. Every chunk is described: a key spelled like an existing column in
-        other case must be seen."""
-        table = TABLES[kind]
-        try:
-            known = self._known(table)
-            described = self.db.run("ingest/chunk_columns", {"path": str(chunk.path)}).fetchall()
-        except duckdb.Error:
-            return None
-        # a rank line's own "rank" is left out by insert_direct_ranks.sql: the file's rank
-        skip = frozenset({"rank"} if kind == "rank" else ())
-        names = bulk.new_columns(described, known, skip)
-        if names is None:
-            return None
-        room = self.max_columns - sum(map(is_metric_column, known))
-        if sum(map(is_metric_column, names)) > room:
-            return None  # the careful path fills the columns left, then the overflow map
-        for start in range(0, len(names), ALTERS_PER_TRANSACTION):
-            self._add_columns_now(table, names[start:start + ALTERS_PER_TRANSACTION])
-        known = self._known(table)  # the table's own spelling: a chunk's LOSS goes to loss
-        return [known[fold(d[0])] for d in described if d[0] not in skip | {"step", "buckets"}]
-
-    def _known(self, table: str) -> dict[str, str]:
+    def known(self, table: str) -> dict[str, str]:
         """The table's columns: {name folded as DuckDB compares them: name} (cached)."""
         if table not in self._columns:
             result = self.db.run("ingest/table_columns", {"table": table}).fetchall()
@@ -306,7 +211,7 @@ class Store:
         return self._columns[table]
 
     def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
-        known = self._known(table)
+        known = self.known(table)
         for name in names:
             if fold(name) not in known:
                 query = {"buckets": "ingest/add_list_column",
@@ -362,55 +267,6 @@ class Store:
                                         "world_size": integer("world_size")})
 
 
-def with_attempts(rows: pa.Table, state: FileState,
-                  reset_reason: str | None) -> tuple[pa.Table, list[dict]]:
-    """Number each row's attempt (a step <= the previous one starts a new attempt) and move
-    ``state`` (the file's state being built for this batch) past the rows."""
-    steps = rows.column("step").to_numpy()
-    prev = np.empty_like(steps)
-    prev[1:] = steps[:-1]
-    prev[0] = state.last_step if state.last_step is not None else 0
-    starts_mask = steps <= prev
-    if state.last_step is None:
-        starts_mask[0] = True
-    attempts = state.attempt + np.cumsum(starts_mask, dtype=np.int64)
-    starts = []
-    for i in np.flatnonzero(starts_mask):
-        if i == 0:
-            starts.append(_start(state, reset_reason, int(steps[0]), int(attempts[0])))
-        else:
-            starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
-                           "prev_step": int(prev[i]), "reason": "step_back"})
-    state.attempt = int(attempts[-1])
-    state.last_step = int(steps[-1])
-    return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
-
-
-def late_attempts(rows: pa.Table, old: FileState, new: FileState) -> tuple[pa.Table, list[dict]]:
-    """Attempts of lines a rotated file got after the switch to the new file: while their
-    steps rise from the old file's last one they belong to its attempt (so the new file's
-    attempt, if it began later, still cuts them off correctly); a step back starts an attempt
-    numbered after every one the file has (``new.attempt``). Moves ``old`` past the rows."""
-    steps = rows.column("step").to_numpy()
-    prev = np.empty_like(steps)
-    prev[1:] = steps[:-1]
-    prev[0] = old.last_step if old.last_step is not None else 0
-    starts_mask = steps <= prev
-    starts_mask[0] |= old.last_step is None
-    later = np.cumsum(starts_mask, dtype=np.int64)
-    attempts = np.where(later == 0, old.attempt, new.attempt + later)
-    starts = [{"attempt": int(attempts[i]), "start_step": int(steps[i]),
-               "prev_step": int(prev[i]) if i or old.last_step is not None else None,
-               "reason": "step_back"} for i in np.flatnonzero(starts_mask)]
-    new.attempt += int(later[-1])
-    old.attempt, old.last_step = int(attempts[-1]), int(steps[-1])
-    return rows.append_column("attempt", pa.array(attempts, pa.int32())), starts
-
-
-class _NotClean(Exception):
-    """The fast path read a different number of lines than the chunk holds."""
-
-
 def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
     """``rows`` with the columns ``names`` moved into the map column OVERFLOW (``{name:
     value}`` of each row's non-NULL ones; NULL when it has none). Cost follows the values
@@ -433,20 +289,6 @@ def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
     moved = set(names)
     kept = rows.select([i for i, name in enumerate(rows.column_names) if name not in moved])
     return kept.append_column(pa.field(OVERFLOW, OVERFLOW_TYPE), extra)
-
-
-def _copy_into(state: FileState, new: FileState) -> None:
-    for field in dataclasses.fields(FileState):
-        setattr(state, field.name, getattr(new, field.name))
-
-
-def _start(state: FileState, reset_reason: str | None, first_step: int,
-           attempt: int | None = None) -> dict:
-    """The attempt that begins at a batch's first row; ``state`` holds the file's position
-    before that row."""
-    reason = "step_back" if state.last_step is not None else (reset_reason or "start")
-    return {"attempt": attempt if attempt is not None else state.attempt,
-            "start_step": first_step, "prev_step": state.last_step, "reason": reason}
 
 
 def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:

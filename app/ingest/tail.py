@@ -31,16 +31,16 @@ from pathlib import Path
 import duckdb
 
 from app.db.database import Database
-from app.ingest import bulk, follow, memory
+from app.ingest import careful, fast, follow, memory
 from app.ingest.backoff import Backoff, describe
 from app.ingest.filestate import FileState, refresh
 from app.ingest.openfile import LogHandle, Refused, open_log
-from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt, parse_lines
+from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
 from app.ingest.scan import scan
+from app.ingest.segment import HEAD_BYTES, Segment
 from app.ingest.store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
-HEAD_BYTES = 64
 ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long
 SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
 
@@ -70,8 +70,11 @@ class Rotated:
 
 
 class Tailer:
-    def __init__(self, db: Database, logdir: Path, settings, scratch: Path):
+    def __init__(self, db: Database, logdir: Path, settings, scratch: Path,
+                 fast_path: bool = True):
         self.db, self.logdir, self.settings, self.scratch = db, Path(logdir), settings, scratch
+        self.fast_path = fast_path  # False: every line takes the careful path (tests compare)
+        self.rows_by_path = {"fast": 0, "careful": 0}  # rows stored by each path, in all
         self.root = self.logdir.resolve()
         room = memory.column_room(settings.memory_limit)
         self.store = Store(db, max_columns=min(settings.max_metric_columns, room or 1 << 30))
@@ -250,11 +253,12 @@ class Tailer:
         new, reason = self._identity(state, handle)
         if state.kind == "run_meta":
             return self._read_meta(state, new, handle), rows
-        if reason is None and new.offset == 0 and state.kind in ("metrics", "rank") \
-                and state.path not in self.shrunk:
-            whole = self._whole(state, new, handle)
-            if whole is not None:
-                return True, rows + whole
+        if new.offset == 0 and state.path not in self.shrunk and self.fast_path:
+            whole = Segment(state, new, handle, None, reason)  # left on disk for DuckDB
+            outcome = fast.store(self.store, whole, self.scratch)
+            if outcome.refused is None:
+                self.rows_by_path["fast"] += outcome.rows
+                return True, rows + outcome.rows
         pending = self._pending_at(state, new, handle, reason)
         if pending is not None:
             done = self._wait_for_newline(state, handle, pending)
@@ -312,92 +316,19 @@ class Tailer:
         return new, reason
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
-        base, start = new.offset, copy.copy(new)  # the position before `data` (maybe reset)
-        new.offset, new.size = base + len(data), handle.info.st_size
-        new.lines += data.count(b"\n")
-        new.tail = follow.fingerprint(handle, new.offset, data)
-        if base == 0:
-            new.head = data[:HEAD_BYTES].hex()
-        if state.kind in ("metrics", "rank") and reason is None:
-            rows = self._bulk(state, new, data)
-            if rows is not None:
-                return rows
-        parsed = self._parse(state, data, base, new, reason)
-        try:
-            return self.store.commit(state, Batch(parsed, new, reason))
-        except Exception as exc:
-            if not content_error(exc):
-                raise  # says nothing about the lines: keep the offset, retry later
-            log.warning("%s: a batch could not be stored; storing it line by line", state.path)
-            return self._line_by_line(state, start, data, handle, reason)
-
-    def _parse(self, state, data: bytes, base: int, new: FileState, reason) -> Parsed:
-        parsed = parse_lines(data, base, events_only=state.kind == "events")
-        if state.kind == "rank" and parsed.events:
-            parsed.problems += [Problem(o, "warning", "event line in a rank file; ignored",
-                                        excerpt(json.dumps(e).encode())) for o, e in parsed.events]
-            parsed.events = []
-        if reason:
-            parsed.problems.insert(0, Problem(0, "warning", f"{reason.replace('_', ' ')}: "
-                                              "read again from the start as a new attempt"))
-        if parsed.crlf and not new.crlf_reported:
-            parsed.problems.append(Problem(base, "warning", "file has CRLF (\\r\\n) line "
-                                           "endings; lines are read normally"))
-            new.crlf_reported = True
-        return parsed
-
-    def _line_by_line(self, state: FileState, start: FileState, data: bytes,
-                      handle: LogHandle, reason) -> int:
-        """The backstop for a line the database refuses for what it holds (a value no check
-        foresaw): each line in its own transaction, and one refused for its content is
-        recorded and skipped, so one bad line never stops a file. Any other failure stops
-        here, with the lines before it committed, and is retried. ``start`` is the position
-        before ``data``, reset already if the file was replaced."""
-        rows, base = 0, start.offset
-        offset, before = base, start
-        for raw in data.split(b"\n")[:-1]:
-            line = raw + b"\n"
-            new = copy.copy(before)
-            new.offset, new.size = offset + len(line), handle.info.st_size
-            new.lines = before.lines + 1
-            new.tail = follow.fingerprint(handle, new.offset, data[:new.offset - base])
-            if offset == 0:
-                new.head = data[:HEAD_BYTES].hex()
-            parsed = parse_lines(line, offset, events_only=state.kind == "events")
-            try:
-                rows += self.store.commit(state, Batch(parsed, new, reason))
-            except Exception as exc:
-                if not content_error(exc):
-                    raise
-                problem = Problem(offset, "error", f"could not store this line "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0]}); skipped",
-                                  excerpt(raw))
-                self.store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
-            before, reason, offset = state, None, offset + len(line)  # `state` is committed
+        """Store complete lines: through the fast path if it takes them, else the careful
+        path. ``new`` holds the position before ``data`` (reset already if the file was
+        replaced)."""
+        segment = Segment(state, new, handle, data, reason)
+        if self.fast_path:
+            outcome = fast.store(self.store, segment, self.scratch)
+            if outcome.refused is None:
+                self.rows_by_path["fast"] += outcome.rows
+                return outcome.rows
+            log.debug("%s: careful path (%s)", state.path, outcome.refused)
+        rows = careful.store(self.store, segment)
+        self.rows_by_path["careful"] += rows
         return rows
-
-    def _whole(self, state: FileState, new: FileState, handle: LogHandle) -> int | None:
-        size = handle.info.st_size
-        chunk = bulk.whole_file(handle, size, self.scratch)  # a copy: never the path again
-        if chunk is None:
-            return None
-        try:
-            trial = copy.copy(new)  # `new` stays as it was if the careful path has to read it
-            trial.offset = trial.size = size
-            trial.head = handle.read(0, HEAD_BYTES).hex()
-            trial.tail = follow.fingerprint(handle, size)
-            return self.store.commit_bulk(state, trial, chunk)
-        finally:
-            chunk.close()
-
-    def _bulk(self, state: FileState, new: FileState, data: bytes) -> int | None:
-        chunk = bulk.prepare(data, self.scratch)
-        if chunk is None:
-            return None
-        try:
-            return self.store.commit_bulk(state, new, chunk)
-        finally:
-            chunk.close()
 
     # ---- unfinished and overlong lines ----------------------------------------------------
 
@@ -471,8 +402,8 @@ class Tailer:
                           "over the 1 MiB limit", excerpt(pending.start))
         new.offset, new.lines, new.size = end, new.lines + 1, handle.info.st_size
         new.tail = follow.fingerprint(handle, end)
-        if pending.offset == 0:
-            new.head = pending.start[:HEAD_BYTES].hex()
+        if pending.offset < HEAD_BYTES:
+            new.head = handle.read(0, HEAD_BYTES).hex()
         self.store.commit(state, Batch(Parsed(problems=[problem]), new))
         return False
 
@@ -562,7 +493,7 @@ class Tailer:
             if end == 0:
                 return 0
             old = copy.copy(rotated.old)
-            parsed = self._parse(state, data[:end], old.offset, old, None)
+            parsed = careful.parse(state.kind, data[:end], old.offset, old, None)
             try:
                 rows = self.store.commit(state, Batch(parsed, copy.copy(state), rotated=old))
             except Exception as exc:

@@ -1,7 +1,7 @@
 -- title: Bulk-insert a clean chunk of a rank file
 -- description: The fast path: DuckDB's own JSON reader on complete lines, straight into
 --   ranks_all as one attempt. The caller has checked that steps are integers rising line by
---   line (app/ingest/bulk.py); this statement fails -- and ingest rolls back and reads the
+--   line (app/ingest/chunk.py); this statement fails -- and ingest rolls back and reads the
 --   chunk line by line instead -- on what else it cannot vouch for: a key it did not sample,
 --   a value it cannot convert, a line over 1 MiB, a key with no column yet, a step that is
 --   missing or not an integer.

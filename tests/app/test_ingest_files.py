@@ -330,7 +330,7 @@ def test_a_folder_link_out_of_the_log_directory_is_reported_once(tmp_path):
 def test_a_full_scratch_space_leaves_nothing_behind_and_the_careful_path_reads(tmp_path):
     """Scratch space is /dev/shm (64 MB in a default Docker container): a copy that fails
     must not leave its half-written file there, and the lines still arrive."""
-    from app.ingest import bulk
+    from app.ingest import chunk as bulk
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -344,7 +344,7 @@ def test_a_full_scratch_space_leaves_nothing_behind_and_the_careful_path_reads(t
     assert list(scratch.iterdir()) == []
     lines = b"".join(json.dumps({"step": s, "loss": 1.0}).encode() + b"\n"
                      for s in range(1, 20_001))
-    assert bulk.prepare(lines, tmp_path / "gone") is None  # no scratch space at all
+    assert "no scratch space" in bulk.prepare(lines, tmp_path / "gone")  # none at all
     logs = tmp_path / "logs"
     (logs / "r").mkdir(parents=True)
     with ingest(logs) as mon:

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from app.db.database import Database
-from app.ingest import bulk
+from app.ingest import chunk as bulk
 from app.ingest.parse import Parsed, event_text, parse_lines
 from app.ingest.store import Batch, Store
 from tests.app.test_ingest_bad_input import GOOD_AFTER, GOOD_BEFORE, ingest, query

@@ -112,7 +112,7 @@ raise SystemExit(code)
 
 
 def test_a_one_shot_catch_up_imports_nothing_only_live_tailing_needs(tmp_path):
-    (tmp_path / "run").mkdir()  # big enough for the fast path (bulk.MIN_BYTES)
+    (tmp_path / "run").mkdir()  # big enough for the fast path (chunk.MIN_BYTES)
     (tmp_path / "run" / "metrics.jsonl").write_text(
         "".join(f'{{"step": {s}, "loss": {1 / (s + 1)}}}\n' for s in range(10_000)))
     done = subprocess.run([sys.executable, "-c", ONCE, str(tmp_path)], cwd=ROOT,

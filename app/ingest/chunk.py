@@ -1,23 +1,19 @@
-"""The fast path: a clean chunk goes to DuckDB's own JSON reader in one INSERT.
+"""A clean chunk: complete lines the fast path (fast.py) may hand to DuckDB's own JSON reader.
 
-Decoding JSON line by line in Python runs at about a fifth of ``read_json``'s speed, so a
-chunk that looks clean is inserted by ``queries/ingest/insert_direct.sql`` straight from a
-scratch copy. A log read from its start is copied whole by the kernel (``sendfile``) from the
-descriptor openfile.py checked, never re-opened by its name: a FIFO or a link renamed over the
-log after that check would block DuckDB's open for ever or read another file. Clean means: no CR, no
-string value, no ``true``/``false`` (DuckDB would store 1.0 without a word, where the careful
-path records a warning), and exactly one integer ``step`` per line, strictly rising. Every
-key must be its own column name (columns.py): other keys take the careful path, which maps
-them. DuckDB also reads ``1e400`` as Infinity silently: a query after the insert looks for
-infinities in the rows just inserted (queries/ingest/check_finite.sql) and sends the chunk
-back if it finds one (a logged ``Infinity`` goes back too; the careful path is only slower).
-The byte checks run in a thread beside DuckDB's read; the order is checked on a scratch
-chunk by a regex pass and on a log read whole by a query after the insert: an order guard
-inside the INSERT (a window over the file's order) made DuckDB read single-threaded at half
-speed. The INSERT itself fails on anything else it cannot vouch for (a key outside its
-schema sample, a value it cannot convert, a line over 1 MiB, a non-integer step); the caller
-then rolls back and takes the careful path (parse.py), which finds and records each problem.
-Both paths store the same rows.
+Decoding JSON line by line in Python runs at about a fifth of ``read_json``'s speed, so lines
+that look clean are given to DuckDB from a scratch copy. A log read from its start is copied
+whole by the kernel (``sendfile``) from the descriptor openfile.py checked, never re-opened by
+its name: a FIFO or a link renamed over the log after that check would block DuckDB's open for
+ever or read another file. Clean means: no CR, no string value, no ``true``/``false`` (DuckDB
+would store 1.0 without a word, where the careful path records a warning), and exactly one
+integer ``step`` per line, strictly rising. Every key must be its own column name
+(columns.py): other keys take the careful path, which maps them.
+
+The byte checks of a whole log run in a thread beside DuckDB's read and leave the step order
+to a query after the insert; a chunk read into memory is checked before, steps included, by
+a regex pass (an order guard inside the INSERT made DuckDB read single-threaded at half
+speed). ``whole_file`` and ``prepare`` return a ``Chunk``, or a short reason why the lines
+are not clean enough to try (fast.py reports it).
 """
 
 from __future__ import annotations
@@ -147,25 +143,27 @@ def _first_step(line: bytes) -> int | None:
     return step if type(step) is int and "event" not in obj else None
 
 
-def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | None:
+def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | str:
     """A log read from its start, when it ends with a newline: its first ``size`` bytes
     copied by the kernel from the checked descriptor (catch-up after a restart reads logs
     whole). Logs over ``WHOLE_MAX`` are read in chunks instead (the copy lives in memory)."""
-    if not MIN_BYTES <= size <= WHOLE_MAX or handle.read(size - 1, 1) != b"\n":
-        return None
+    if not MIN_BYTES <= size <= WHOLE_MAX:
+        return "too small for a scratch copy" if size < MIN_BYTES else "read in chunks"
+    if handle.read(size - 1, 1) != b"\n":
+        return "ends in an unfinished line"
     first = handle.read(0, 1 << 20)
     first_step = _first_step(first[:first.find(b"\n")])
     if first_step is None:
-        return None
+        return "the first line is no plain metrics line"
     scan = _SCANNER.submit(_scan_file, os.dup(handle.fd), size)  # beside the copy
     try:
         name, copied = _scratch_copy(scratch, lambda fd: _copy(handle.fd, fd, size))
-    except OSError:  # scratch space full (Docker's /dev/shm is 64 MB): the careful path
-        return None
+    except OSError as exc:  # scratch space full (Docker's /dev/shm is 64 MB)
+        return f"no scratch space ({exc.strerror or exc})"
     chunk = Chunk(Path(name), first_step, scan, whole=True)
-    if copied != size:  # truncated meanwhile: the careful path looks again
+    if copied != size:
         chunk.close()
-        return None
+        return "truncated while copied"
     return chunk
 
 
@@ -207,19 +205,21 @@ def _scan_file(fd: int, size: int) -> Scan:
     return scan.finish()
 
 
-def prepare(data: bytes, scratch: Path) -> Chunk | None:
+def prepare(data: bytes, scratch: Path) -> Chunk | str:
     """A scratch copy of ``data`` (complete lines) if it is clean enough to try the fast path."""
-    first_step = _first_step(data[:data.find(b"\n")]) if len(data) >= MIN_BYTES else None
+    if len(data) < MIN_BYTES:
+        return "too small for a scratch copy"
+    first_step = _first_step(data[:data.find(b"\n")])
     if first_step is None:
-        return None
+        return "the first line is no plain metrics line"
     scan = Scan()
     scan.add(data)
     if not scan.clean:
-        return None
+        return "not clean (a string, boolean or CR, or steps that do not rise)"
     try:
         name, _ = _scratch_copy(scratch, lambda fd: _write_all(fd, data))
-    except OSError:  # scratch space full: the careful path needs none
-        return None
+    except OSError as exc:  # scratch space full: the careful path needs none
+        return f"no scratch space ({exc.strerror or exc})"
     return Chunk(Path(name), first_step, scan)
 
 

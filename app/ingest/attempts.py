@@ -1,0 +1,72 @@
+"""Attempts: the one rule that numbers them, used by both parse paths.
+
+A run is resumed from a checkpoint by starting again at an earlier step, so a line whose
+``step`` does not rise above the line before it starts a new attempt. The first line a file
+ever stores starts one too (``start``, or the reason the file was read again from its start).
+Steps 1, 2, 3, 2, 3 in a new file are two attempts::
+
+    attempt  1  1  1  2  2
+    starts   {attempt 1, start_step 1, prev_step None, reason "start"}
+             {attempt 2, start_step 2, prev_step 3, reason "step_back"}
+
+The careful path numbers every row (``number``); the fast path stores a chunk whose steps
+rise, so only its first step can start an attempt, and it asks the same function about that
+one step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.ingest.filestate import FileState
+
+
+def number(steps: np.ndarray, state: FileState,
+           reset_reason: str | None) -> tuple[np.ndarray, list[dict]]:
+    """The attempt of each step, and the attempts that start among them. Moves ``state``
+    (the file's state being built for this batch) past the steps."""
+    prev = np.empty_like(steps)
+    prev[1:] = steps[:-1]
+    prev[0] = state.last_step if state.last_step is not None else 0
+    starts_mask = steps <= prev
+    if state.last_step is None:
+        starts_mask[0] = True
+    attempts = state.attempt + np.cumsum(starts_mask, dtype=np.int64)
+    starts = []
+    for i in np.flatnonzero(starts_mask):
+        if i == 0:
+            starts.append(_first(state, reset_reason, int(steps[0]), int(attempts[0])))
+        else:
+            starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
+                           "prev_step": int(prev[i]), "reason": "step_back"})
+    state.attempt = int(attempts[-1])
+    state.last_step = int(steps[-1])
+    return attempts, starts
+
+
+def late(steps: np.ndarray, old: FileState, new: FileState) -> tuple[np.ndarray, list[dict]]:
+    """Attempts of lines a rotated file got after the switch to the new file: while their
+    steps rise from the old file's last one they belong to its attempt (so the new file's
+    attempt, if it began later, still cuts them off correctly); a step back starts an attempt
+    numbered after every one the file has (``new.attempt``). Moves ``old`` past the rows."""
+    prev = np.empty_like(steps)
+    prev[1:] = steps[:-1]
+    prev[0] = old.last_step if old.last_step is not None else 0
+    starts_mask = steps <= prev
+    starts_mask[0] |= old.last_step is None
+    later = np.cumsum(starts_mask, dtype=np.int64)
+    attempts = np.where(later == 0, old.attempt, new.attempt + later)
+    starts = [{"attempt": int(attempts[i]), "start_step": int(steps[i]),
+               "prev_step": int(prev[i]) if i or old.last_step is not None else None,
+               "reason": "step_back"} for i in np.flatnonzero(starts_mask)]
+    new.attempt += int(later[-1])
+    old.attempt, old.last_step = int(attempts[-1]), int(steps[-1])
+    return attempts, starts
+
+
+def _first(state: FileState, reset_reason: str | None, first_step: int, attempt: int) -> dict:
+    """The attempt that begins at a batch's first row; ``state`` holds the file's position
+    before that row."""
+    reason = "step_back" if state.last_step is not None else (reset_reason or "start")
+    return {"attempt": attempt, "start_step": first_step, "prev_step": state.last_step,
+            "reason": reason}

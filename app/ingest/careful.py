@@ -1,0 +1,83 @@
+"""The careful path: a segment decoded line by line in Python (parse.py), stored in one
+transaction, with every oddity recorded against its line's byte offset.
+
+Everything the fast path (fast.py) declines comes here, and so does everything it was never
+offered (events, a file read again from its start, small appends). ``parsed`` is the one
+reading of a file's lines, whoever stores them: the batch, the line-by-line backstop and the
+lines a rotated file gets late (tail.py)::
+
+    rows = careful.store(store, segment)   # 812 rows; a bad line is an ingest_errors row
+
+If the database refuses a batch for what it holds (a value no check foresaw), the backstop
+stores each line in its own transaction, so one bad line never stops a file; any other
+failure (out of memory, I/O) raises with the offset unmoved and the tailer retries.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+
+from app.ingest.filestate import FileState
+from app.ingest.parse import Parsed, Problem, excerpt, parse_lines
+from app.ingest.segment import Segment
+from app.ingest.store import Batch, Store, content_error
+
+log = logging.getLogger("cliffwatch.ingest")
+
+
+def store(db_store: Store, segment: Segment) -> int:
+    """Store the segment's lines in one transaction; returns rows stored."""
+    new = segment.after()
+    parsed = parse(segment.state.kind, segment.data, segment.start.offset, new, segment.reason)
+    try:
+        return db_store.commit(segment.state, Batch(parsed, new, segment.reason))
+    except Exception as exc:
+        if not content_error(exc):
+            raise  # says nothing about the lines: keep the offset, retry later
+    log.warning("%s: a batch could not be stored; storing it line by line", segment.state.path)
+    return line_by_line(db_store, segment)
+
+
+def line_by_line(db_store: Store, segment: Segment) -> int:
+    """The backstop for a line the database refuses for what it holds: each line in its own
+    transaction, read by ``parse`` as in a batch, and one refused for its content is recorded
+    and skipped. Any other failure stops here, with the lines before it committed, and is
+    retried."""
+    state, rows, offset = segment.state, 0, segment.start.offset
+    before, reason = segment.start, segment.reason
+    for raw in segment.data.split(b"\n")[:-1]:
+        line = Segment(state, before, segment.handle, raw + b"\n", reason)
+        new = line.after()
+        parsed = parse(state.kind, line.data, offset, new, reason)
+        try:
+            rows += db_store.commit(state, Batch(parsed, new, reason))
+        except Exception as exc:
+            if not content_error(exc):
+                raise
+            problem = Problem(offset, "error", f"could not store this line "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0]}); skipped",
+                              excerpt(raw))
+            db_store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
+        before, reason, offset = copy.copy(state), None, offset + len(line.data)
+    return rows
+
+
+def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None) -> Parsed:
+    """A file's complete lines as rows, events and problems: the file kind's rules (an event
+    line in a rank file is ignored), the reset that made it read again, and its CRLF line
+    ends, reported once per file (``new`` remembers it)."""
+    parsed = parse_lines(data, base, events_only=kind == "events")
+    if kind == "rank" and parsed.events:
+        parsed.problems += [Problem(o, "warning", "event line in a rank file; ignored",
+                                    excerpt(json.dumps(e).encode())) for o, e in parsed.events]
+        parsed.events = []
+    if reason:
+        parsed.problems.insert(0, Problem(0, "warning", f"{reason.replace('_', ' ')}: read "
+                                          "again from the start as a new attempt"))
+    if parsed.crlf and not new.crlf_reported:
+        parsed.problems.append(Problem(base, "warning", "file has CRLF (\\r\\n) line endings; "
+                                       "lines are read normally"))
+        new.crlf_reported = True
+    return parsed

@@ -1,0 +1,163 @@
+"""The fast path: a clean segment stored by DuckDB's own JSON reader in one transaction.
+
+One entry, ``store``. It either commits the whole segment (its rows, the attempt it may
+start, the file's new position) or writes nothing and says why; the tailer then gives the
+same segment to the careful path (careful.py), which reads it line by line and records each
+problem it finds. Both paths store the same rows (tests/app/test_ingest_both_paths.py)::
+
+    outcome = fast.store(store, segment, scratch)
+    outcome.rows      # 30000, committed
+    outcome.refused   # or "not clean (a string, boolean or CR, ...)": nothing written
+
+What makes lines clean enough to try is chunk.py's question. Inside the transaction the
+INSERT itself fails on anything else it cannot vouch for (a key outside its schema sample, a
+value it cannot convert, a line over 1 MiB, a non-integer step: queries/ingest/insert_direct.sql),
+and two checks after it send the segment back: DuckDB reads ``1e400`` as Infinity silently
+(queries/ingest/check_finite.sql; a logged ``Infinity`` goes back too, the careful path is
+only slower), and a log read whole must have rising steps (queries/ingest/check_rising.sql).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from app.ingest import attempts
+from app.ingest import chunk as clean
+from app.ingest.columns import fold, is_metric_column
+from app.ingest.filestate import FileState, adopt
+from app.ingest.segment import Segment
+from app.ingest.store import ALTERS_PER_TRANSACTION, TABLES, Store
+
+# A rank line's own "rank" is left out by insert_direct_ranks.sql: the file names the rank.
+SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}
+
+
+@dataclass
+class Outcome:
+    rows: int = 0  # rows committed
+    refused: str | None = None  # why nothing was written: the careful path reads the segment
+
+
+class _Refused(Exception):
+    """The transaction found what the byte checks could not: roll back and say why."""
+
+
+def store(db_store: Store, segment: Segment, scratch: Path) -> Outcome:
+    """Commit ``segment`` through DuckDB's reader, or write nothing and say why."""
+    state = segment.state
+    if state.kind not in SKIPPED:
+        return Outcome(refused=f"{state.kind} files take the careful path")
+    if segment.reason:
+        return Outcome(refused="the file was read again from its start: the careful path "
+                               "records why")
+    chunk = (clean.whole_file(segment.handle, segment.size, scratch) if segment.data is None
+             else clean.prepare(segment.data, scratch))
+    if isinstance(chunk, str):
+        return Outcome(refused=chunk)
+    try:
+        return _commit(db_store, segment, chunk)
+    finally:
+        chunk.close()
+
+
+def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
+    state = segment.state
+    doubles = _columns_for(db_store, state.kind, chunk)
+    if isinstance(doubles, str):
+        return Outcome(refused=doubles)
+    new = segment.after()
+    cur = db_store.db.cursor()
+    cur.begin()
+    try:
+        rows = _insert(db_store, state, new, chunk)
+        _check_finite(db_store, state, new, chunk, doubles)
+    except (duckdb.Error, _Refused) as exc:
+        db_store.rollback(cur)
+        return Outcome(refused=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except BaseException:  # never leave the transaction open
+        db_store.rollback(cur)
+        raise
+    try:
+        cur.commit()
+    except BaseException:
+        # a COMMIT that raised may still have committed: never give the bytes to the careful
+        # path at once (it would store them twice); the tailer reads the file's row back
+        db_store.rollback(cur)
+        raise
+    adopt(state, new)
+    return Outcome(rows)
+
+
+def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chunk) -> int:
+    """The rows, the attempt their first step may start, and the file's new position."""
+    db = db_store.db
+    _, starts = attempts.number(np.array([chunk.first_step], dtype=np.int64), new, None)
+    params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id}
+    query = "ingest/insert_direct"
+    if state.kind == "rank":
+        query = "ingest/insert_direct_ranks"
+        params |= {"run": state.run, "rank": state.rank}
+    written = db.run(query, params).fetchall()[0][0]
+    scan = chunk.result()  # a whole log's scan ran beside DuckDB's read
+    if not scan.clean:
+        raise _Refused("not clean (a string, boolean or CR)")
+    if written != scan.lines:
+        raise _Refused(f"DuckDB read {written} lines where the bytes hold {scan.lines}")
+    first, last, backs = scan.first_step, scan.last_step, 0
+    if not scan.steps:  # a log read whole: its order is checked here, after the insert
+        backs, first, last, _ = db.run(
+            "ingest/check_rising", {"file_id": state.file_id, "attempt": new.attempt},
+            identifiers={"table": TABLES[state.kind]}).fetchall()[0]
+    if backs or first != chunk.first_step:
+        raise _Refused("a step does not rise (a resume inside the file)")
+    new.last_step = int(last)
+    if chunk.whole:
+        new.lines = new.lines + scan.lines  # counted while DuckDB read the file
+    if state.kind == "metrics":
+        for start in starts:  # one at most: the steps rise after the first
+            db.run("ingest/insert_attempt", dict(start, run=state.run, file_id=state.file_id))
+    db.run("ingest/run_touch", {"run": state.run})
+    db_store.update_file(new)
+    return scan.lines
+
+
+def _check_finite(db_store: Store, state: FileState, new: FileState, chunk: clean.Chunk,
+                  doubles: list[str]) -> None:
+    """DuckDB's reader stores 1e400 as Infinity silently: such a segment goes back."""
+    if not doubles:
+        return
+    found = db_store.db.run("ingest/check_finite", {
+        "file_id": state.file_id, "attempt": new.attempt, "first_step": chunk.first_step,
+        "names": doubles}, identifiers={"table": TABLES[state.kind]}).fetchall()[0]
+    if any(found):
+        raise _Refused("a value is beyond a double or infinite (the careful path notes it)")
+
+
+def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | str:
+    """Add columns for the chunk's new keys, committed before its rows (an empty column is
+    harmless if the rows then take the careful path); returns the chunk's DOUBLE columns, or
+    why the fast path cannot store the chunk as the careful path would: a key that is not its
+    own column name (columns.py), more keys than ``max_columns`` allows, or a chunk DuckDB
+    cannot even describe. Every chunk is described: a key spelled like an existing column in
+    other case must be seen."""
+    table, skip = TABLES[kind], SKIPPED[kind]
+    try:
+        known = db_store.known(table)
+        described = db_store.db.run("ingest/chunk_columns",
+                                    {"path": str(chunk.path)}).fetchall()
+    except duckdb.Error as exc:
+        return f"DuckDB cannot describe the lines ({type(exc).__name__})"
+    names = clean.new_columns(described, known, skip)
+    if names is None:
+        return "a key needs mapping to its column, or a value is no number"
+    room = db_store.max_columns - sum(map(is_metric_column, known))
+    if sum(map(is_metric_column, names)) > room:
+        return "more keys than --max-metric-columns leaves room for"
+    for start in range(0, len(names), ALTERS_PER_TRANSACTION):
+        db_store.add_columns(table, names[start:start + ALTERS_PER_TRANSACTION])
+    known = db_store.known(table)  # the table's own spelling: a chunk's LOSS goes to loss
+    return [known[fold(d[0])] for d in described if d[0] not in skip | {"step", "buckets"}]
