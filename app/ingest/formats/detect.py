@@ -1,0 +1,136 @@
+"""Which format a file is, from its name and first bytes, and which of two logs of one run a
+folder's reader takes::
+
+    detect("trainer_log.jsonl", b'{"current_steps": 10, "loss": 2.49}\\n')  -> ("jsonl", ...)
+    detect("main.log", b"s:0 tel:11.0095\\n")                              -> ("llmc", ...)
+    detect("notes.txt", b"remember the milk\\n")  -> (None, "not a log: no llm.c line ...")
+    choose(["trainer_log.jsonl", "trainer_state.json"])
+        -> (["trainer_state.json"], [("trainer_log.jsonl", "trainer_state.json holds ...")])
+
+Our own v1 names (``metrics.jsonl``, ``events.jsonl``, ``rank{N}.jsonl``, ``run.json``) keep
+their meaning whatever they hold. ``PENDING``: the bytes cannot tell yet (an empty file, no
+complete line): ask again when the file has grown. ``None``: not a log, with the reason to
+show once. docs/formats.md has the rules as a table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from app.ingest.formats import llmc, tfrecord
+from app.ingest.formats.keys import STEP_ALIASES
+from app.ingest.parse import BOM, decode
+from app.keys import EVENT
+
+METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
+JSONL, HF_STATE, TFEVENTS, LLMC = "jsonl", "hf_state", "tfevents", "llmc"
+FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, LLMC})  # formats that are not v1
+PENDING = "pending"
+V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META}
+RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
+HF_STATE_NAME = "trainer_state.json"
+TFEVENTS_PREFIX = "events.out.tfevents."
+NOT_A_NAME = ("not a log: not a name read (*.jsonl, trainer_state.json, events.out.tfevents.*, "
+              "llm.c's *.log or *.txt)")
+NOT_JSON = "not a log: a JSON file other than run.json and trainer_state.json"
+SNIFF_LINES = 20  # complete lines looked at
+SNIFF_BYTES = 64 * 1024  # pass at least this much (or the whole file) as ``head``
+
+
+def by_name(name: str) -> str | None:
+    """The format a file name points to (JSONL and llm.c are then checked on the bytes)."""
+    if name in V1_NAMES:
+        return V1_NAMES[name]
+    if RANK_FILE.fullmatch(name):
+        return RANK
+    if name == HF_STATE_NAME:
+        return HF_STATE
+    if name.startswith(TFEVENTS_PREFIX):
+        return TFEVENTS
+    if name.endswith(".jsonl"):
+        return JSONL
+    if name.endswith((".log", ".txt")):
+        return LLMC
+    return None
+
+
+def detect(name: str, head: bytes) -> tuple[str | None, str]:
+    """``(format, what it is)``, ``(PENDING, why)`` or ``(None, "not a log: ...")``;
+    ``head``: the file's first ``SNIFF_BYTES`` (or all of it)."""
+    fmt = by_name(name)
+    if fmt is None:
+        return None, NOT_JSON if name.endswith(".json") else NOT_A_NAME
+    if fmt in (METRICS, EVENTS, RANK, RUN_META):
+        return fmt, "log format v1"
+    if fmt == HF_STATE:
+        if not head.strip():
+            return PENDING, "empty so far"
+        if not head.removeprefix(BOM).lstrip().startswith(b"{"):
+            return None, "not a log: trainer_state.json that is not a JSON object"
+        return fmt, "Hugging Face Trainer state"
+    if fmt == TFEVENTS:
+        if len(head) < tfrecord.HEADER:
+            return PENDING, "no whole record header yet"
+        if not tfrecord.header_ok(head):
+            return None, "not a log: the first record's checksum does not match (not TFRecord)"
+        return fmt, "TensorBoard event file"
+    return _sniff_lines(fmt, head)
+
+
+def _sniff_lines(fmt: str, head: bytes) -> tuple[str | None, str]:
+    lines = head.removeprefix(BOM).split(b"\n")[:-1][:SNIFF_LINES]
+    if not lines:
+        if len(head) >= SNIFF_BYTES:
+            return None, f"not a log: no line end in its first {SNIFF_BYTES // 1024} KiB"
+        return PENDING, "no complete line yet"
+    if fmt == LLMC:
+        if llmc.sniff(head):
+            return fmt, "llm.c log"
+        return None, "not a log: no llm.c line (s:N trl:... / tel: / eval:) in its first lines"
+    if any(_has_step(line) for line in lines):
+        return fmt, "JSONL log"
+    return None, (f"not a log: none of its first {len(lines)} line(s) is a JSON object with a "
+                  f"step-like key ({', '.join(STEP_ALIASES)})")
+
+
+def _has_step(line: bytes) -> bool:
+    try:
+        obj, _ = decode(line.removesuffix(b"\r"))
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and (EVENT in obj or any(k in obj for k in STEP_ALIASES))
+
+
+# (winner, losers, why): a folder holding the winner does not read the losers, which hold the
+# same run. None as losers: every log that is not v1.
+DUPLICATES = (
+    ("metrics.jsonl", None, "the run writes log format v1 (metrics.jsonl) for the monitor; "
+     "{loser} would repeat its rows"),
+    (HF_STATE_NAME, {"trainer_log.jsonl"}, "trainer_state.json holds the Trainer's whole "
+     "log_history (grad_norm, eval entries, the final summary); LLaMA-Factory's {loser} "
+     "repeats its training entries"),
+)
+
+
+def choose(names: Iterable[str], current: Iterable[str] = ()
+           ) -> tuple[list[str], list[tuple[str, str]]]:
+    """Of the log names in one folder, ``(names to read, [(name skipped, why)])``. A name in
+    ``current`` (already being read for this run) keeps being read: the rival that appears
+    later is skipped instead, so a run never switches source halfway (LLaMA-Factory writes
+    trainer_state.json only when training ends)."""
+    names, current = sorted(set(names)), set(current)
+    skipped: dict[str, str] = {}
+    for winner, losers, why in DUPLICATES:
+        if winner not in names or winner in skipped:
+            continue
+        for loser in names:
+            if loser == winner or loser in skipped or not (
+                    loser in losers if losers else by_name(loser) in FOREIGN):
+                continue
+            if loser in current and winner not in current:
+                skipped[winner] = (f"{loser} is already read for this run; {winner} would "
+                                   "repeat it")
+                break
+            skipped[loser] = why.format(loser=loser)
+    return [n for n in names if n not in skipped], sorted(skipped.items())

@@ -1,0 +1,121 @@
+"""Which format a file is, and which of two logs of one run is read
+(app/ingest/formats/detect.py), on names and first bytes, and on ../shared/realdata."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from app.ingest.formats import detect, tfrecord
+from app.ingest.formats.detect import (
+    EVENTS,
+    HF_STATE,
+    JSONL,
+    LLMC,
+    METRICS,
+    PENDING,
+    RANK,
+    RUN_META,
+    TFEVENTS,
+    choose,
+)
+from tests.conftest import SHARED
+
+REALDATA = SHARED / "realdata"
+
+
+def tfrecord_head() -> bytes:
+    length = struct.pack("<Q", 24)
+    return length + struct.pack("<I", tfrecord.masked_crc(length)) + b"\x09" * 8
+
+
+STEP_LINE = b'{"global_step": 1, "loss": 2.0}\n'
+
+
+@pytest.mark.parametrize(("name", "head", "expected"), [
+    ("metrics.jsonl", b"", METRICS),  # v1 names keep their meaning, whatever they hold
+    ("metrics.jsonl", b"not json\n", METRICS),
+    ("events.jsonl", b"", EVENTS),
+    ("rank3.jsonl", b"", RANK),
+    ("run.json", b"{}", RUN_META),
+    ("train_log.jsonl", STEP_LINE, JSONL),
+    ("trainer_log.jsonl", b'{"current_steps": 10, "loss": 2.49}\n', JSONL),
+    ("log.jsonl", b'{"config": {"lr": 0.1}}\n' + STEP_LINE, JSONL),  # a header line first
+    ("x.metrics.jsonl", b'\xef\xbb\xbf{"step": 1}\r\n', JSONL),
+    ("rank.jsonl", b'{"event": "run_start", "step": 0}\n', JSONL),
+    ("log.jsonl", b'{"step": 1, "loss"', PENDING),  # no whole line yet
+    ("log.jsonl", b"", PENDING),
+    ("data.jsonl", b'{"text": "a dataset line", "label": 1}\n', None),
+    ("data.jsonl", b"[1, 2, 3]\n", None),
+    ("data.jsonl", b"x" * detect.SNIFF_BYTES, None),
+    ("trainer_state.json", b'{\n  "best_metric": null,', HF_STATE),
+    ("trainer_state.json", b"", PENDING),
+    ("trainer_state.json", b"[]", None),
+    ("events.out.tfevents.1714564800.host.123.0", tfrecord_head(), TFEVENTS),
+    ("events.out.tfevents.1714564800.host.123.0", tfrecord_head()[:11], PENDING),
+    ("events.out.tfevents.1714564800.host.123.0", b"x" * 40, None),
+    ("main.log", b"s:0 tel:11.0095\ns:0 trl:11.0116 lr:0.000001 norm:14.96\n", LLMC),
+    ("train.txt", b"s:5 trl:3.1 lr:0.1 norm:0.2\n", LLMC),
+    ("main.log", b"", PENDING),
+    ("main.log", b"INFO starting\nINFO epoch 1 loss 2.3\n", None),
+    ("config.json", b"{}", None),
+    ("model.safetensors", b"\x00" * 40, None),
+    ("metrics.csv", b"step,loss\n1,2.0\n", None),
+    ("metrics.jsonl.gz", b"\x1f\x8b", None),
+])
+def test_detect(name, head, expected):
+    fmt, reason = detect.detect(name, head)
+    assert fmt == expected, reason
+    if expected is None:
+        assert reason.startswith("not a log: ")
+
+
+def test_the_real_logs_are_each_detected():
+    expected = {"hf-mistral-translator/trainer_state.json": HF_STATE,
+                "hf-mistral-translator/trainer_log.jsonl": JSONL,
+                "slm-training-restarts/metrics.jsonl": METRICS,
+                "llmc-gpt2-124m/main.log": LLMC}
+    found = {}
+    for path in sorted(REALDATA.rglob("*")):
+        if path.is_file() and path.name != "README.md":
+            with path.open("rb") as file:
+                found[path.relative_to(REALDATA).as_posix()] = detect.detect(
+                    path.name, file.read(detect.SNIFF_BYTES))[0]
+    assert found == expected
+    assert detect.detect("README.md", b"# Real training logs\n")[0] is None
+
+
+def test_trainer_state_wins_over_llama_factorys_trainer_log():
+    names = [p.name for p in (REALDATA / "hf-mistral-translator").iterdir()]
+    read, skipped = choose(names)
+    assert read == ["trainer_state.json"]
+    assert [name for name, _ in skipped] == ["trainer_log.jsonl"]
+    assert "log_history" in skipped[0][1]
+
+
+def test_a_log_already_read_keeps_being_read():
+    read, skipped = choose(["trainer_log.jsonl", "trainer_state.json"],
+                           current=["trainer_log.jsonl"])
+    assert read == ["trainer_log.jsonl"]
+    assert skipped == [("trainer_state.json", "trainer_log.jsonl is already read for this "
+                                              "run; trainer_state.json would repeat it")]
+
+
+def test_our_v1_metrics_win_over_other_formats_and_the_rest_of_v1_is_always_read():
+    names = ["metrics.jsonl", "events.jsonl", "rank0.jsonl", "rank1.jsonl", "run.json",
+             "train_log.jsonl", "trainer_state.json", "trainer_log.jsonl", "main.log",
+             "events.out.tfevents.1714564800.host.1.0"]
+    read, skipped = choose(names)
+    assert read == ["events.jsonl", "metrics.jsonl", "rank0.jsonl", "rank1.jsonl", "run.json"]
+    assert sorted(name for name, _ in skipped) == sorted(set(names) - set(read))
+    assert all("metrics.jsonl" in why for _, why in skipped)
+
+
+def test_logs_of_no_known_pair_are_all_read_event_files_in_time_order():
+    names = ["events.out.tfevents.1714564900.host.2.0", "events.jsonl", "train_log.jsonl",
+             "events.out.tfevents.1714564800.host.1.0", "eval_log.jsonl"]
+    read, skipped = choose(names)
+    assert skipped == []
+    assert read == ["eval_log.jsonl", "events.jsonl", "events.out.tfevents.1714564800.host.1.0",
+                    "events.out.tfevents.1714564900.host.2.0", "train_log.jsonl"]
