@@ -20,7 +20,7 @@ from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import diagnose
 from app.diagnose.report import as_dict, text
 from app.errors import CliffwatchError
-from app.ingest.scan import KINDS
+from app.ingest.scan import kind_of
 from app.monitor import Monitor, default_db
 
 
@@ -51,7 +51,8 @@ ROOT_RUN = "."
 
 
 def _is_run(path: Path) -> bool:
-    return any((path / name).exists() for name in KINDS)
+    """A folder holding a log file of its own (ours or another trainer's)."""
+    return any(entry.is_file() and kind_of(entry.name) for entry in path.iterdir())
 
 
 def _served(path: Path, settings) -> tuple[str, Path] | None:

@@ -19,8 +19,12 @@ import copy
 import json
 import logging
 
+import orjson
+import pyarrow as pa
+
 from app.ingest.filestate import FileState
-from app.ingest.parse import Parsed, Problem, excerpt, parse_lines
+from app.ingest.formats import EVENT, TRAIN, Record, jsonl, llmc, tfevents
+from app.ingest.parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
 from app.ingest.segment import Segment
 from app.ingest.store import Batch, Store, content_error
 
@@ -65,10 +69,14 @@ def line_by_line(db_store: Store, segment: Segment) -> int:
 
 
 def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None) -> Parsed:
-    """A file's complete lines as rows, events and problems: the file kind's rules (an event
-    line in a rank file is ignored), the reset that made it read again, and its CRLF line
-    ends, reported once per file (``new`` remembers it)."""
-    parsed = parse_lines(data, base, events_only=kind == "events")
+    """A file's complete lines (or records) as rows, events and problems: the file kind's
+    rules (an event line in a rank file is ignored; another trainer's log is translated by
+    its reader in formats/), the reset that made it read again, and its CRLF line ends,
+    reported once per file (``new`` remembers it)."""
+    if kind in READERS:
+        parsed = from_records(*READERS[kind](data, base), first=base == 0)
+    else:
+        parsed = parse_lines(data, base, events_only=kind == "events")
     if kind == "rank" and parsed.events:
         parsed.problems += [Problem(o, "warning", "event line in a rank file; ignored",
                                     excerpt(json.dumps(e).encode())) for o, e in parsed.events]
@@ -81,3 +89,44 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None)
                                        "lines are read normally"))
         new.crlf_reported = True
     return parsed
+
+
+def _tfevents(data: bytes, base: int):
+    records, problems, _ = tfevents.parse(data, base, final=True)  # the tailer cut the step
+    return records, problems
+
+
+# Readers of other trainers' logs: (data, base) -> (records, problems). Their records are v1
+# dicts, stored by the same rules as our own lines (parse.metric_row).
+READERS = {"jsonl": jsonl.parse, "llmc": llmc.parse, "tfevents": _tfevents}
+
+
+def from_records(records: list[Record], problems: list[Problem], first: bool = True) -> Parsed:
+    """Records of a format reader as a batch: training rows, eval and summary rows kept
+    apart, events. ``info`` notes (keys not read, lines with no step) are kept only from a
+    file's first batch (``first``), so each is said once per file, not once per read."""
+    out = Parsed(problems=[p for p in problems if first or p.severity != "info"])
+    rows, evals, kinds = [], [], []
+    for record in records:
+        if record.kind == EVENT:
+            out.events.append((record.offset, record.data))
+            continue
+        row = metric_row(record.data, record.offset, _raw(record), out.problems, [])
+        if row is None:
+            continue
+        if record.kind == TRAIN:
+            rows.append(row)
+            out.row_offsets.append(record.offset)
+        else:
+            evals.append(row)
+            kinds.append(record.kind)
+            out.eval_offsets.append(record.offset)
+    out.rows = rows_table(rows) if rows else None
+    if evals:
+        out.evals = rows_table(evals).append_column("kind", pa.array(kinds, pa.string()))
+    return out
+
+
+def _raw(record: Record) -> bytes:
+    """A record as text for a problem's excerpt."""
+    return orjson.dumps(record.data, option=orjson.OPT_SERIALIZE_NUMPY)[:EXCERPT]

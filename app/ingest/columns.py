@@ -31,7 +31,8 @@ SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
            "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
 OVERFLOW = "extra_metrics"  # MAP(VARCHAR, DOUBLE): metrics past the column cap
 # The monitor's own columns (and DuckDB's rowid); a key that folds to one gets the prefix.
-RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", OVERFLOW}
+RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", "kind",
+            OVERFLOW}
 PREFIX = "log_"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # C0 and C1 controls, DEL, and lone surrogates (json.loads lets "\ud800" through): pyarrow

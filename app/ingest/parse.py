@@ -42,6 +42,10 @@ class Parsed:
     problems: list[Problem] = field(default_factory=list)
     crlf: bool = False  # a line ended in \r\n
     row_offsets: list[int] = field(default_factory=list)  # byte offset of each row's line
+    # rows kept apart from the training line (other trainers' validation metrics and
+    # summaries): a "kind" column says eval or summary; stored in eval_rows
+    evals: pa.Table | None = None
+    eval_offsets: list[int] = field(default_factory=list)
 
 
 def excerpt(raw: bytes) -> str:
@@ -166,7 +170,7 @@ def _line(raw: bytes, offset: int, out: Parsed, events_only: bool) -> dict | Non
             out.problems.append(Problem(offset, "warning", "; ".join(notes), excerpt(raw)))
         out.events.append((offset, obj))
         return None
-    return _metric_row(obj, offset, raw, out.problems, notes)
+    return metric_row(obj, offset, raw, out.problems, notes)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -194,7 +198,7 @@ def _decode_line(raw: bytes, offset: int, problems: list[Problem]):
     return obj, notes
 
 
-def _metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
+def metric_row(obj: dict, offset: int, raw: bytes, problems: list[Problem],
                 notes: list[str]) -> dict | None:
     step = obj.get(STEP)
     if not is_step(step):  # 7.0 too: the validator (logformat.py) refuses the same lines

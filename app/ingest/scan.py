@@ -1,12 +1,14 @@
 r"""Finding log files under a log directory and saying which run and kind each belongs to.
 
 ``runs/sweep3/lr1e-4/metrics.jsonl`` is ``LogFile(run="sweep3/lr1e-4", kind="metrics")``.
-Folders starting with ``.`` (the monitor's own ``.cliffwatch/``) are never looked at. Readers
-for other trainers' files plug in here by adding a name to ``KINDS``. A name that is not valid
-UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``caf\xe9`` (a backslash
-escape), and read from the folder on disk (``LogFile.real``). A name with a backslash of its
-own is escaped too (the folder ``caf\xe9``, typed with a backslash, is the run ``caf\\xe9``),
-so no two folders share a name.
+Folders starting with ``.`` (the monitor's own ``.cliffwatch/``) are never looked at. Other
+trainers' files are found by name too (formats/detect.py: ``train_log.jsonl`` is ``jsonl``,
+``trainer_state.json`` is ``hf_state``, ``main.log`` is ``llmc``, ``events.out.tfevents.*``
+is ``tfevents``); whether they hold a log is decided on their bytes when read. A name that
+is not valid UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``caf\xe9`` (a
+backslash escape), and read from the folder on disk (``LogFile.real``). A name with a
+backslash of its own is escaped too (the folder ``caf\xe9``, typed with a backslash, is the
+run ``caf\\xe9``), so no two folders share a name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = {"metrics.jsonl": "metrics", "events.jsonl": "events", "run.json": "run_meta"}
+from app.ingest.formats import detect
+
 RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 
 
@@ -24,7 +27,7 @@ RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 class LogFile:
     path: str  # relative to the log directory, "/"-separated
     run: str
-    kind: str  # metrics | events | rank | run_meta
+    kind: str  # metrics | events | rank | run_meta, or a foreign format (formats/detect.py)
     real: str | None = None  # the path on disk, when ``path`` had to escape non-UTF-8 bytes
 
     @property
@@ -34,9 +37,7 @@ class LogFile:
 
 
 def kind_of(name: str) -> str | None:
-    if name in KINDS:
-        return KINDS[name]
-    return "rank" if RANK_FILE.fullmatch(name) else None
+    return detect.by_name(name)
 
 
 def classify(logdir: Path, path: Path) -> LogFile | None:

@@ -30,7 +30,15 @@ from app.ingest.parse import INT64, Parsed, Problem, event_text, number, records
 from app.settings import REGISTRY
 
 log = logging.getLogger("cliffwatch.ingest")
-TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}
+TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds
+EVALS = "eval_rows"  # rows kept apart from the training line (formats' eval and summary rows)
+
+
+def table_of(kind: str) -> str:
+    """The table a file kind's rows go to: rank files to ranks_all, every other log (ours,
+    or another trainer's) to metric_rows."""
+    return "ranks_all" if kind == "rank" else "metric_rows"
+
 MAX_COLUMNS = next(s.default for s in REGISTRY if s.name == "max_metric_columns")
 # ALTER TABLEs per transaction: DuckDB keeps every version of the table's catalog entry until
 # commit, so n columns added in one transaction cost memory ~ n^2 outside memory_limit (5,000
@@ -113,12 +121,12 @@ class Store:
         up to ``max_columns``; move the rest into the OVERFLOW map, with one warning per run
         for keys not reported before. Returns the keys reported."""
         rows = batch.parsed.rows
-        if rows is None or not rows.num_rows or state.kind not in TABLES:
+        if rows is None or not rows.num_rows:
             return set()
         if state.kind == "rank":  # the rank a line names is its file's rank (log-format.md)
             rows = batch.parsed.rows = rows.drop_columns(
                 [n for n in rows.column_names if fold(n) == fold(column_name("rank"))])
-        table = TABLES[state.kind]
+        table = table_of(state.kind)
         known = self.known(table)
         new = [n for n in rows.column_names if fold(n) not in known]
         room = max(0, self.max_columns - sum(map(is_metric_column, known)))
@@ -162,14 +170,16 @@ class Store:
 
     def _write(self, cur, state: FileState, batch: Batch) -> int:
         new, parsed = batch.new_state, batch.parsed
-        rows = 0
+        rows, attempts_of_rows = 0, None
         if parsed.rows is not None and parsed.rows.num_rows:
-            rows = self._insert_rows(cur, state, batch)
+            rows, attempts_of_rows = self._insert_rows(cur, state, batch)
+        if parsed.evals is not None and parsed.evals.num_rows:
+            self._insert_evals(cur, state, batch, attempts_of_rows)
         if parsed.events:
             self._insert_events(cur, state, parsed.events, parsed.problems)
         if parsed.problems:
             self._insert(cur, "ingest/insert_errors", _problems_table(state, parsed.problems))
-        if rows or parsed.events:
+        if rows or parsed.events or parsed.eval_offsets:
             self.db.run("ingest/run_touch", {"run": state.run})
         if batch.meta is not None:
             self._store_meta(state.run, batch.meta)
@@ -180,8 +190,9 @@ class Store:
         self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
                                            if k not in ("run", "path", "kind")})
 
-    def _insert_rows(self, cur, state: FileState, batch: Batch) -> int:
-        table_name = TABLES[state.kind]
+    def _insert_rows(self, cur, state: FileState, batch: Batch):
+        """The batch's rows with their attempts; returns (rows, the attempt of each)."""
+        table_name = table_of(state.kind)
         rows = batch.parsed.rows
         steps = rows.column("step").to_numpy()
         if batch.rotated is not None:
@@ -196,12 +207,27 @@ class Store:
             rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
                                                         rows.num_rows))
         self._ensure_columns(cur, table_name, rows.column_names)
-        query = "ingest/insert_metrics" if state.kind == "metrics" else "ingest/insert_ranks"
+        query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
         self._insert(cur, query, rows)
-        if state.kind == "metrics" and starts:
+        if state.kind != "rank" and starts:
             self._insert(cur, "ingest/insert_attempts", records_table(
                 [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
-        return rows.num_rows
+        return rows.num_rows, numbers
+
+    def _insert_evals(self, cur, state: FileState, batch: Batch, numbers) -> None:
+        """Eval and summary rows, each in the attempt of the training line logged before it
+        (the file's current one if none was, in this batch)."""
+        parsed = batch.parsed
+        before = np.searchsorted(np.array(parsed.row_offsets, dtype=np.int64),
+                                 np.array(parsed.eval_offsets, dtype=np.int64), "right") - 1
+        fallback = max(state.attempt, 1)
+        attempt = (np.full(len(before), fallback) if numbers is None
+                   else np.where(before >= 0, numbers[np.maximum(before, 0)], fallback))
+        rows = parsed.evals.append_column("attempt", pa.array(attempt, pa.int32()))
+        rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
+                                                       rows.num_rows))
+        self._ensure_columns(cur, EVALS, rows.column_names)
+        self._insert(cur, "ingest/insert_evals", rows)
 
     def known(self, table: str) -> dict[str, str]:
         """The table's columns: {name folded as DuckDB compares them: name} (cached)."""

@@ -21,7 +21,6 @@ anything fits; a database DuckDB has invalidated stops ingest until a restart (`
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import time
@@ -31,9 +30,10 @@ from pathlib import Path
 import duckdb
 
 from app.db.database import Database
-from app.ingest import careful, fast, follow, memory
+from app.ingest import careful, fast, follow, memory, wholefile
 from app.ingest.backoff import Backoff, describe
 from app.ingest.filestate import FileState, refresh
+from app.ingest.formats import detect, tfevents
 from app.ingest.openfile import LogHandle, Refused, open_log
 from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
 from app.ingest.scan import scan
@@ -43,6 +43,7 @@ from app.ingest.store import Batch, Store, content_error
 log = logging.getLogger("cliffwatch.ingest")
 ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long
 SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
+SETTLE_S = 0.4  # a TensorBoard file's last step is stored once the file is this still
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Tailer:
         self.files = {f.path: f for f in self.store.load_files()}
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}
+        self.undecided: dict[str, tuple[int, float]] = {}  # path -> (size, mtime) sniffed
         self.rotated: dict[str, Rotated] = {}  # tracked path -> its file before the rotation
         self.links_noted: set[str] = set()  # folder links out of the log directory, reported
         self.backoff = Backoff()
@@ -100,11 +102,15 @@ class Tailer:
                 self.files.setdefault(state.path, state)
             self.unsure.discard(SCAN_KEY)
         links_out: list[str] = []
+        added: set[str] = set()
         for found in scan(self.logdir, links_out):
             if found.real is not None:
                 self.on_disk[found.path] = found.real
             if found.path not in self.files:
                 self.files[found.path] = self.store.add_file(found.run, found.path, found.kind)
+                added.add(found.path.rpartition("/")[0])
+        if added:
+            self._choose(added)
         for link in set(links_out) - self.links_noted:
             self.db.run("ingest/note_once", {"run": link, "file": link, "reason": (
                 f"{link} is a folder link that leads outside the log directory; it is not "
@@ -206,6 +212,8 @@ class Tailer:
             refresh(self.db, state)
             self.pending.pop(state.path, None)
             self.unsure.discard(state.path)
+        if state.state == "skipped":
+            return True, 0  # another log of the run is read, or it is no log (recorded once)
         late = self._follow_rotated(state) if state.path in self.rotated else 0
         rel = self.on_disk.get(state.path, state.path)
         if self._unchanged(state, self.logdir / rel):
@@ -231,6 +239,8 @@ class Tailer:
             return state.state == "deleted"  # still gone
         except OSError:
             return False
+        if self.undecided.get(state.path) == (info.st_size, info.st_mtime):
+            return True  # a file that could not tell what it is yet, and has not grown
         if state.state != "ok":
             return False  # refused or back: look again (cheaply: nothing is read)
         if info.st_ino != state.inode:
@@ -239,6 +249,8 @@ class Tailer:
         if pending is not None and pending.offset == state.offset:
             if (info.st_size, info.st_mtime) != (pending.scanned_to, pending.mtime):
                 return False
+            if state.kind == "tfevents" and time.monotonic() - pending.since >= SETTLE_S:
+                return False  # the held last step is complete now: read it
             self._check_partial(state, pending)
             return True
         return info.st_size == state.offset and info.st_mtime == state.mtime
@@ -251,8 +263,11 @@ class Tailer:
                 self._note(state, f"file renamed to {renamed} (rotated); read to its end, "
                                   f"{state.offset} bytes; the new file is read from its start")
         new, reason = self._identity(state, handle)
-        if state.kind == "run_meta":
-            return self._read_meta(state, new, handle), rows
+        if state.kind in detect.FOREIGN and new.offset == 0 \
+                and not self._is_log(state, new, handle):
+            return True, rows
+        if state.kind in wholefile.KINDS:
+            return wholefile.read(self.store, state, new, handle, self.settings), rows
         if new.offset == 0 and state.path not in self.shrunk and self.fast_path:
             whole = Segment(state, new, handle, None, reason)  # left on disk for DuckDB
             outcome = fast.store(self.store, whole, self.scratch)
@@ -260,12 +275,12 @@ class Tailer:
                 self.rows_by_path["fast"] += outcome.rows
                 return True, rows + outcome.rows
         pending = self._pending_at(state, new, handle, reason)
-        if pending is not None:
+        if pending is not None and state.kind != "tfevents":
             done = self._wait_for_newline(state, handle, pending)
             if done is not None:
                 return done, rows
         data, spent = self._take(state, handle, new.offset)
-        end = data.rfind(b"\n") + 1
+        end = self._complete(state, data, new.offset, pending)
         if end == 0:
             return self._no_newline(state, new, data, handle, reason), rows
         self.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
@@ -274,6 +289,50 @@ class Tailer:
             return False, rows  # this tick's budget for the file is spent; more may follow
         self._remember_rest(state, handle, data[end:])
         return True, rows
+
+    def _complete(self, state: FileState, data: bytes, base: int, pending) -> int:
+        """How many of ``data``'s bytes are complete: whole lines, or for a TensorBoard file
+        whole records up to the last step's (held until the file has settled: the rest of
+        that step's scalars may still be coming)."""
+        if state.kind != "tfevents":
+            return data.rfind(b"\n") + 1
+        settled = pending is not None and time.monotonic() - pending.since >= SETTLE_S
+        return tfevents.parse(data, base, final=settled)[2]
+
+    def _is_log(self, state: FileState, new: FileState, handle: LogHandle) -> bool:
+        """Whether another trainer's file, not read before, holds a log: an answer from its
+        first bytes (formats/detect.py); a file that is none is recorded once as skipped,
+        one that cannot tell yet (empty, no complete line) is asked again when it grows."""
+        name = state.path.rsplit("/", 1)[-1]
+        fmt, why = detect.detect(name, handle.read(0, detect.SNIFF_BYTES))
+        if fmt == detect.PENDING:
+            self.undecided[state.path] = (handle.info.st_size, handle.info.st_mtime)
+            return False
+        self.undecided.pop(state.path, None)
+        if fmt is None:
+            self._skip(state, new, why)
+            return False
+        return True
+
+    def _skip(self, state: FileState, new: FileState, why: str) -> None:
+        """Record once that a file is not read, and why (an ``info`` row, not an error)."""
+        new.state = "skipped"
+        problem = Problem(0, "info", f"not read: {why}")
+        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+
+    def _choose(self, folders: set[str]) -> None:
+        """Of two logs of one run in a folder, read one (formats/detect.py's ``choose``): the
+        other is recorded as skipped."""
+        members: dict[str, dict[str, FileState]] = {f: {} for f in folders}
+        for state in self.files.values():
+            folder, _, name = state.path.rpartition("/")
+            if folder in members:
+                members[folder][name] = state
+        for names in members.values():
+            current = [n for n, s in names.items() if s.state == "ok" and s.offset > 0]
+            for name, why in detect.choose(names, current)[1]:
+                if names[name].state != "skipped":
+                    self._skip(names[name], copy.copy(names[name]), why)
 
     @property
     def _chunk(self) -> int:
@@ -307,7 +366,7 @@ class Tailer:
         replaced; with the reason."""
         new = copy.copy(state)
         new.state = "ok"
-        reason = follow.change(state, handle) if state.kind != "run_meta" else None
+        reason = follow.change(state, handle) if state.kind not in wholefile.KINDS else None
         if reason:
             new.offset, new.last_step, new.lines, new.head, new.tail = 0, None, 0, None, None
             new.partial_reported, new.crlf_reported = None, False
@@ -424,31 +483,12 @@ class Tailer:
 
     # ---- run.json, rotation, files that are gone or refused -------------------------------
 
-    def _read_meta(self, state: FileState, new: FileState, handle: LogHandle) -> bool:
-        info, cap = handle.info, self.settings.run_json_max_bytes
-        if (state.state, info.st_size, info.st_mtime) == ("ok", state.size, state.mtime):
-            return True
-        new.size = new.offset = info.st_size
-        raw = handle.read(0, cap + 1)  # never more, whatever st_size says
-        try:
-            if len(raw) > cap:
-                raise ValueError(f"it is over {cap} bytes; raise --run-json-max-bytes to read it")
-            meta = json.loads(raw)
-            if not isinstance(meta, dict):
-                raise ValueError("run.json must hold a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
-            problem = Problem(0, "error", f"run.json is not usable: {exc}", "")
-            self.store.commit(state, Batch(Parsed(problems=[problem]), new))
-            return True
-        self.store.commit(state, Batch(Parsed(), new, meta=meta))
-        return True
-
     def _finish_renamed(self, state: FileState) -> tuple[int, str | None]:
         """logrotate ``create``: the file was renamed in its folder (metrics.jsonl ->
         metrics.jsonl.1) and maybe a new one created. Lines the old inode got after the last
         look are read from it, found by inode, before the new file starts. Returns (rows, the
         old file's new name or None)."""
-        if state.inode is None or state.state != "ok" or state.kind == "run_meta":
+        if state.inode is None or state.state != "ok" or state.kind in wholefile.KINDS:
             return 0, None
         folder, name = os.path.split(self.on_disk.get(state.path, state.path))
         renamed = follow.find_inode(self.root / folder, state.inode, name)
