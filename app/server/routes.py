@@ -1,7 +1,8 @@
 """HTTP API under /api, served by the same process that owns the database.
 
     GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1,
-                          "ingest": "ok", "ingest_error": null}
+                          "ingest": "ok", "ingest_error": null, "skipped_files": 1,
+                          "skipped": [{"file": "hf/trainer_log.jsonl", "reason": "not read: ..."}]}
     GET  /api/runs    -> {"runs": [{"run": "demo", "status": "running", ...}]}
     GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
     GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
@@ -61,7 +62,8 @@ async def health(request: Request) -> Response:
         failure = state.worker.failure
         alerting = [f for f in (getattr(state.alerts, "failure", None),
                                 getattr(state.delivery, "failure", None)) if f]
-        return {**row, "ingest_lag_s": round(state.worker.lag_s(), 3),
+        skipped = records(named("skipped_files")) if row["skipped_files"] else []
+        return {**row, "skipped": skipped, "ingest_lag_s": round(state.worker.lag_s(), 3),
                 "unfinished_lines": state.worker.tailer.pending_partial,
                 "ingest": "failing" if failure else "ok", "ingest_error": failure,
                 "alerts": "failing" if alerting else "ok",

@@ -32,6 +32,19 @@ def test_health_after_startup_catch_up(server):
     assert health["files"] == 3 and health["ingest_lag_s"] < 5
 
 
+def test_health_names_the_files_it_does_not_read_and_why(server):
+    notes = server.logdir / "seed-cliff" / "notes.jsonl"
+    notes.write_text('{"comment": "lr sweep, second try"}\n')
+    try:
+        def skipped():
+            health = httpx.get(server.url + "/api/health").json()
+            return health["skipped"] if health["skipped_files"] else None
+        (entry,) = wait_for(skipped, timeout=20)
+        assert entry["file"] == "seed-cliff/notes.jsonl" and "metrics.jsonl" in entry["reason"]
+    finally:
+        notes.unlink()
+
+
 def test_runs(server):
     runs = httpx.get(server.url + "/api/runs").json()["runs"]
     assert [(r["run"], r["status"], r["last_step"]) for r in runs] == [
