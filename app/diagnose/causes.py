@@ -59,16 +59,17 @@ def load_context(cursor, run: str) -> RunContext:
                       steps_per_epoch(cursor, run), runs, owners, buckets.typical())
 
 
-def window_context(cursor, run: str, window: pd.DataFrame, typical: float) -> RunContext:
+def window_context(cursor, run: str, window: pd.DataFrame) -> RunContext:
     """The context of one incident from its window alone: ``window`` holds its lines
     (line_id, step, attempt, epoch, bucket_run, run_bucket, the last two as BucketRuns.feed
-    gave them), ``typical`` the run's BucketRuns.typical(); events are read for the window's
-    steps only, so the cost does not grow with the run."""
+    gave them); events are read for the window's steps only, so the cost does not grow with
+    the run. The run-wide figures (steps_per_epoch, typical_run) are left for the caller to
+    fill in: they change as the run goes on, the window's lines and events do not."""
     params = {"run": run, "lo": int(window["step"].min()), "hi": int(window["step"].max())}
     lines = window[["line_id", "step", "attempt", "epoch"]].reset_index(drop=True)
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
-                      steps_per_epoch(cursor, run), window["bucket_run"].to_numpy(),
-                      window["run_bucket"].to_numpy(), typical)
+                      None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
+                      0.0)
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:

@@ -6,15 +6,24 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from app.db import queries
-from app.diagnose.causes import BucketRuns, attribute, load_context, window_context
+from app.diagnose.causes import (
+    BucketRuns,
+    RunContext,
+    attribute,
+    load_context,
+    steps_per_epoch,
+    window_context,
+)
 from app.diagnose.detect import BASELINE, Incident, RunDetector, Watch
 from app.diagnose.load import frame_of, run_lines
 from app.ingest.parse import records_table
@@ -27,6 +36,10 @@ INCIDENT_SCHEMA = pa.schema([
     ("value", pa.float64()),
     ("baseline", pa.float64()), ("causes", pa.list_(pa.string())),
     ("evidence", pa.list_(pa.string()))])
+GROWN = ("run", "kind", "metric", "step", "end_step", "worst_step", "value")  # the row's key
+# and what diagnose/incident_grow writes (diagnose/incident_update: the causes too)
+LINE_COLUMNS = ("line_id", "step", "attempt", "epoch")  # of run_lines, what causes read
+READ = object()  # LiveRun.attribute: read the run's steps per epoch from the database
 
 
 def run_ids(cursor) -> list[str]:
@@ -86,7 +99,10 @@ def _number(value) -> float:
 
 class LiveRun:
     """What live diagnosis keeps of one run: its detector, its incidents, and just enough of
-    its recent lines to give a new incident the window its causes are judged from."""
+    its recent lines to give a new incident the window its causes are judged from. A window's
+    context (its lines and events) is read once and kept: an open incident is judged again on
+    every tick it grows, and only the run-wide figures (typical bucket runs, steps per epoch)
+    and a late event (see touched) can change its causes."""
 
     TAIL = 4 * BASELINE  # recent lines kept: a new incident's window starts in them
 
@@ -94,11 +110,22 @@ class LiveRun:
         self.run = run
         self.detector = RunDetector(run, watch)
         self.found: dict[tuple, Incident] = {}
+        self.stalls: dict[tuple, Incident] = {}  # the stalls among found, in the same order
         self.windows: dict[tuple, pd.DataFrame] = {}  # incident -> its lines (they never change)
+        self.spans: dict[tuple, tuple[int, int]] = {}  # ... and their first and last step
+        self.contexts: dict[tuple, RunContext] = {}  # ... and the context read for them
         self.buckets = BucketRuns()
-        self.recent = pd.DataFrame()
+        self.recent: dict[str, np.ndarray] = {}  # the last TAIL lines, column by column
         self.last_line = -1
-        self.last_event = -1  # events' rowid seen so far
+
+    def read(self, cursor) -> pa.Table:
+        """The run's lines stored since the last call (run_lines). A tick's few lines go
+        through the DB-API, which plans the query once where the relational API plans it
+        twice; the first read, the whole run, through the relational API without its extra
+        copy of the rows."""
+        params = {"run": self.run, "after": self.last_line}
+        read = queries.arrow if self.last_line < 0 else queries.arrow_small
+        return read(cursor, "run_lines", params)
 
     def feed(self, table: pa.Table, watch: Watch) -> list[Incident]:
         """Judge new lines (a run_lines table); returns the incidents found or grown, each
@@ -106,93 +133,150 @@ class LiveRun:
         frame = frame_of(table, watch)
         self.last_line = int(frame["line_id"].iat[-1])
         runs, owners = self.buckets.feed(table["buckets"].combine_chunks())
-        lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
-                              for name in ("line_id", "step", "attempt", "epoch")})
+        lines = {name: table[name].to_numpy(zero_copy_only=False) for name in LINE_COLUMNS}
         lines["bucket_run"], lines["run_bucket"] = runs, owners
-        lines = pd.concat([self.recent, lines], ignore_index=True) if len(self.recent) else lines
+        if self.recent:
+            lines = {name: np.concatenate([self.recent[name], lines[name]]) for name in lines}
         changed = {i.key: i for i in self.detector.feed(frame)}
         for key, incident in changed.items():
             if key not in self.windows:
-                self.windows[key] = _window(lines, incident)
-        self.recent = lines.iloc[-self.TAIL:].reset_index(drop=True)
+                self.windows[key] = window = _window(lines, incident)
+                if window is not None:
+                    self.spans[key] = (int(window["step"].min()), int(window["step"].max()))
+            if incident.kind == "stall":
+                self.stalls[key] = incident
+        self.recent = {name: column[-self.TAIL:] for name, column in lines.items()}
         self.found.update(changed)
         return list(changed.values())
 
-    def attribute(self, cursor, incidents: list[Incident]) -> None:
+    def attribute(self, cursor, incidents: list[Incident], per_epoch=READ,
+                  fresh: set[tuple] = frozenset()) -> None:
         """Causes of the given incidents only, each from its own window; an incident whose
-        window was not at hand (a run read before this process started, say) reads the run."""
-        stalls = [i for i in self.found.values() if i.kind == "stall"]
+        window was not at hand (a run read before this process started, say) reads the run.
+        ``per_epoch``: the run's steps per epoch (default: read from run.json's row);
+        ``fresh``: incidents whose window holds a newly stored event (their events are read
+        again)."""
+        stalls = list(self.stalls.values())
         typical = self.buckets.typical()
+        if per_epoch is READ:
+            per_epoch = steps_per_epoch(cursor, self.run)
         whole = None
         for incident in incidents:
             window = self.windows.get(incident.key)
             if window is None:
                 whole = whole or load_context(cursor, self.run)
                 attribute(incident, whole, stalls)
-            else:
-                attribute(incident, window_context(cursor, self.run, window, typical), stalls)
+                continue
+            context = self.contexts.get(incident.key)
+            if context is None or incident.key in fresh:
+                context = window_context(cursor, self.run, window)
+                self.contexts[incident.key] = context
+            attribute(incident, replace(context, steps_per_epoch=per_epoch,
+                                        typical_run=typical), stalls)
 
-
-    def touched(self, cursor) -> list[Incident]:
-        """Incidents whose window holds an event stored since the last call: an event read
-        after the lines it explains (a checkpoint_end after the stall it caused) still counts."""
-        events = queries.execute(cursor, "diagnose/run_events_after",
-                                 {"run": self.run, "after": self.last_event}).fetchall()
-        if not events:
+    def touched(self, steps: list[int]) -> list[Incident]:
+        """Incidents whose window holds one of ``steps``, those of the events stored since the
+        last tick: an event read after the lines it explains (a checkpoint_end after the stall
+        it caused) still counts. An incident without a window at hand counts too."""
+        if not steps:
             return []
-        self.last_event = max(rowid for rowid, _ in events)
-        steps = [step for _, step in events if step is not None]
-        return [i for i in self.found.values() if _holds(self.windows.get(i.key), steps)]
+        steps = sorted(steps)  # a first tick can bring every event of a long run
+        return [i for key, i in self.found.items() if _holds(self.spans.get(key), steps)]
 
 
-def _holds(window: pd.DataFrame | None, steps: list[int]) -> bool:
-    """Whether an incident's window holds one of ``steps`` (no window at hand: assume so)."""
-    if window is None:
+def _holds(span: tuple[int, int] | None, steps: list[int]) -> bool:
+    """Whether a window's span of steps holds one of the sorted ``steps`` (no window: assume
+    so)."""
+    if span is None:
         return True
-    lo, hi = window["step"].min(), window["step"].max()
-    return any(lo <= step <= hi for step in steps)
+    lo, hi = span
+    first = bisect.bisect_left(steps, lo)
+    return first < len(steps) and steps[first] <= hi
 
 
-def _window(lines: pd.DataFrame, incident: Incident) -> pd.DataFrame | None:
+def _window(lines: dict[str, np.ndarray], incident: Incident) -> pd.DataFrame | None:
     """The lines from where ``incident``'s cause search starts through its first line, or
     None when they are no longer at hand."""
-    ids = lines["line_id"].to_numpy()
+    ids = lines["line_id"]
     lo = np.searchsorted(ids, incident.from_line_id)
     hi = np.searchsorted(ids, incident.line_id)
     if lo >= len(ids) or ids[lo] != incident.from_line_id or hi >= len(ids):
         return None
-    return lines.iloc[lo:hi + 1].copy()
+    return pd.DataFrame({name: column[lo:hi + 1].copy() for name, column in lines.items()})
 
 
 class LiveDiagnosis:
     """Feeds each run's new lines to its detector and stores what it finds in `incidents`.
-    A tick costs what its new lines cost: only incidents found or grown by them are stored,
-    and their causes are judged from their own windows, not from the whole run."""
+    A tick costs what its new lines cost, whatever the length of the run: one query for the
+    runs and the events stored since the last tick, one per run for its new lines, and one
+    write per incident found or grown (their causes judged from their own windows)."""
 
     def __init__(self, db, watch: Watch):
         self.db, self.watch = db, watch
         self.runs: dict[str, LiveRun] = {}
+        self.last_event = -1  # events' rowid judged so far, every run's
+        self.stored: dict[tuple, tuple] = {}  # incident -> the causes this process stored
 
     def update(self) -> int:
         """Judge every run's new lines; returns incidents stored or changed."""
         cursor = self.db.cursor()
+        runs, events, last_event = self._runs(cursor)
         changed = 0
-        for run in run_ids(cursor):
-            live = self.runs.setdefault(run, LiveRun(run, self.watch))
-            table = queries.arrow(cursor, "run_lines", {"run": run, "after": live.last_line})
+        for run, per_epoch in runs.items():
+            if run not in self.runs:
+                self.runs[run] = LiveRun(run, self.watch)
+            live = self.runs[run]
+            table = live.read(cursor)
             new = live.feed(table, self.watch) if table.num_rows else []
             keys = {i.key for i in new}
-            again = [i for i in live.touched(cursor) if i.key not in keys]
+            touched = live.touched(events.get(run, []))  # grown ones too: their events changed
+            again = [i for i in touched if i.key not in keys]
             if new or again:
-                live.attribute(cursor, new + again)
+                live.attribute(cursor, new + again, per_epoch, {i.key for i in touched})
                 changed += self._store(cursor, new + again)
+        self.last_event = last_event  # only now: a failed tick reads the same events again
         return changed
 
+    def _runs(self, cursor) -> tuple[dict[str, int | None], dict[str, list[int]], int]:
+        """Every run with its steps per epoch, the steps of each run's events stored since the
+        last tick, and the highest event rowid seen (diagnose/runs)."""
+        runs: dict[str, int | None] = {}
+        events: dict[str, list[int]] = {}
+        last_event = self.last_event
+        rows = queries.execute(cursor, "diagnose/runs", {"after": self.last_event}).fetchall()
+        for run, per_epoch, event_id, step in rows:
+            if event_id is None:
+                runs[run] = per_epoch
+                continue
+            last_event = max(last_event, event_id)
+            if step is not None:
+                events.setdefault(run, []).append(step)
+        return runs, events, last_event
+
     def _store(self, cursor, incidents: list[Incident]) -> int:
-        rows = [{f: getattr(i, f) for f in INCIDENT_SCHEMA.names} for i in incidents]
-        cursor.register("chunk", records_table(rows, INCIDENT_SCHEMA))
-        try:
-            queries.execute(cursor, "ingest/incident_upsert")
-        finally:
-            cursor.unregister("chunk")
-        return len(rows)
+        """Incidents stored before are updated in place; the others (and any whose row is
+        gone) are upserted together."""
+        fresh = [i for i in incidents if i.key not in self.stored or not self._update(cursor, i)]
+        if fresh:
+            rows = [{f: getattr(i, f) for f in INCIDENT_SCHEMA.names} for i in fresh]
+            cursor.register("chunk", records_table(rows, INCIDENT_SCHEMA))
+            try:
+                queries.execute(cursor, "ingest/incident_upsert")
+            finally:
+                cursor.unregister("chunk")
+        self.stored.update((i.key, _judged(i)) for i in incidents)
+        return len(incidents)
+
+    def _update(self, cursor, incident: Incident) -> bool:
+        """Whether the incident's row was there to update; its causes are written only when
+        they differ from those this process stored last."""
+        if self.stored[incident.key] == _judged(incident):
+            name, fields = "diagnose/incident_grow", GROWN
+        else:
+            name, fields = "diagnose/incident_update", (*GROWN, "causes", "evidence")
+        params = {f: getattr(incident, f) for f in fields}
+        return queries.execute(cursor, name, params).fetchone()[0] > 0
+
+
+def _judged(incident: Incident) -> tuple:
+    return tuple(incident.causes), tuple(incident.evidence)

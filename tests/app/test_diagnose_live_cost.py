@@ -101,3 +101,30 @@ def test_an_event_read_after_its_incident_still_changes_its_causes(tmp_path):
         assert live.update() >= 1
         assert "blocked the training loop for 100.0 s" in " ".join(query(mon, sql)[0][0])
         assert live.update() == 0  # judged once: a later tick with nothing new stores nothing
+
+
+def test_an_event_that_lands_as_its_open_incident_grows_changes_its_causes(tmp_path):
+    """A window's events are read once and kept, so the tick that grows an open incident must
+    still read them again when an event lands in its window: here the epoch_start that the
+    seed's cliff follows, read after the cliff was found (its lines said epoch 2 already)."""
+    run = tmp_path / "logs" / "seed"
+    shutil.copytree(SAMPLES / "seed-cliff", run)
+    events = (run / "events.jsonl").read_text().splitlines()
+    late = [e for e in events if '"epoch_start"' in e and '"step": 4228' in e]
+    (run / "events.jsonl").write_text("".join(e + "\n" for e in events if e not in late))
+    sql = "SELECT end_step, evidence FROM incidents WHERE kind = 'cliff' AND step = 4231"
+    with ingest(tmp_path / "logs") as mon:
+        live = LiveDiagnosis(mon.db, Watch())
+        live.update()
+        assert "epoch_start event" not in " ".join(query(mon, sql)[0][1])
+        last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+        with (run / "metrics.jsonl").open("a") as handle:  # the cliff goes on ...
+            handle.write(json.dumps({**last, "step": last["step"] + 2,
+                                     "elapsed_s": last["elapsed_s"] + 10}) + "\n")
+        with (run / "events.jsonl").open("a") as handle:  # ... as the late event lands
+            handle.write(late[0] + "\n")
+        mon.tailer.tick(discover=True)
+        assert live.update() == 1
+        end_step, evidence = query(mon, sql)[0]
+    assert end_step == last["step"] + 2
+    assert "epoch 2 began at step 4228 (epoch_start event)" in " ".join(evidence)
