@@ -1,5 +1,5 @@
 """`python -m app COMMAND ...`; see app/cli/main.py."""
 
-from app.cli.main import main
+from .cli.main import main
 
 raise SystemExit(main())

@@ -12,7 +12,7 @@ import json
 import math
 from pathlib import Path
 
-from app.keys import BUCKETS, CLOCKS, EPOCH, EVENT, FORMAT_KEYS, STEP, is_step
+from .keys import BUCKETS, CLOCKS, EPOCH, EVENT, FORMAT_KEYS, STEP, is_step
 
 FORMAT = "cliffwatch/1"
 EVENT_KINDS = {

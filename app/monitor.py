@@ -12,9 +12,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.db.database import Database
-from app.errors import CliffwatchError
-from app.ingest.tail import Tailer
+from .db.database import Database
+from .errors import CliffwatchError
+from .ingest.tail import Tailer
 
 
 def default_db(logdir: Path) -> Path:

@@ -120,7 +120,7 @@ def resolve(args: argparse.Namespace | None = None):
 
 
 def _convert(setting: Setting, raw: str, env: str):
-    from app.errors import CliffwatchError
+    from .errors import CliffwatchError
 
     try:
         return type(setting.default)(raw)

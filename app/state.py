@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from app.alerts.delivery import DeliveryWorker
-from app.alerts.worker import AlertWorker
-from app.errors import CliffwatchError
-from app.ingest.worker import IngestWorker
-from app.monitor import Monitor
+from .alerts.delivery import DeliveryWorker
+from .alerts.worker import AlertWorker
+from .errors import CliffwatchError
+from .ingest.worker import IngestWorker
+from .monitor import Monitor
 
 # DuckDB cannot interrupt every expression (a huge list_sort runs to the end), so at most
 # this many ad-hoc queries run at once; the rest of the API and the dashboard keep going.

@@ -7,9 +7,9 @@ import sys
 import textwrap
 import typing
 
-from trainer.config import HINTS, SECTIONS, parse_args, presets
-from trainer.errors import TrainerError
-from trainer.train import train
+from .config import HINTS, SECTIONS, parse_args, presets
+from .errors import TrainerError
+from .train import train
 
 
 def flag(field: dataclasses.Field) -> str:

@@ -14,7 +14,7 @@ import importlib.util
 import torch
 import torch.nn.functional as F
 
-from trainer.errors import TrainerError
+from .errors import TrainerError
 
 
 def flash_available() -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer.config import Config
+from .config import Config
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from trainer.errors import TrainerError
+from .errors import TrainerError
 
 CHUNK = 256 * 1024  # bytes per throttled write
 NAME = re.compile(r"^step-(\d+)\.pt$")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from trainer.errors import TrainerError
+from .errors import TrainerError
 
 PRESET_DIR = Path(__file__).parent / "presets"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainer.config import Config
+from .config import Config
 
 PAD, MASK, BOS = 0, 1, 2  # special token ids; ordinary tokens start at 3
 NOISE = 0.02  # share of tokens replaced by a random token

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainer.attention import masked_attention
-from trainer.config import Config
+from .attention import masked_attention
+from .config import Config
 
 
 class DraftLayer(nn.Module):

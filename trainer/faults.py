@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trainer.errors import TrainerError
+from .errors import TrainerError
 
 PATTERN = re.compile(r"^(nan|stall|lr-spike)@(\d+)(?::([0-9.eE+-]+))?$")
 NEEDS_VALUE = {"nan": False, "stall": True, "lr-spike": True}

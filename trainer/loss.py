@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from trainer.config import Config
+from .config import Config
 
 
 def position_weights(log_q_top: torch.Tensor, config: Config) -> torch.Tensor:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from trainer.buckets import Batch
-from trainer.config import Config
-from trainer.corpus import MASK
-from trainer.target import TargetLM, pad_rows
+from .buckets import Batch
+from .config import Config
+from .corpus import MASK
+from .target import TargetLM, pad_rows
 
 
 @dataclass

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainer.attention import causal_attention
-from trainer.config import Config, RunConfig
-from trainer.corpus import PAD, make_corpus
+from .attention import causal_attention
+from .config import Config, RunConfig
+from .corpus import PAD, make_corpus
 
 
 class Block(nn.Module):

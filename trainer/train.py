@@ -22,19 +22,19 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from trainer import distributed
-from trainer.attention import resolve_backend
-from trainer.buckets import Batch, Sampler, bucket_table, epoch_plan
-from trainer.checkpoint import Saver, find_checkpoint, load_checkpoint
-from trainer.config import Config
-from trainer.corpus import make_corpus
-from trainer.drafter import Drafter
-from trainer.errors import TrainerError
-from trainer.faults import parse_faults
-from trainer.logger import RunLogger
-from trainer.loss import draft_loss
-from trainer.prefetch import Prefetcher, Prepared, prepare
-from trainer.target import load_target
+from . import distributed
+from .attention import resolve_backend
+from .buckets import Batch, Sampler, bucket_table, epoch_plan
+from .checkpoint import Saver, find_checkpoint, load_checkpoint
+from .config import Config
+from .corpus import make_corpus
+from .drafter import Drafter
+from .errors import TrainerError
+from .faults import parse_faults
+from .logger import RunLogger
+from .loss import draft_loss
+from .prefetch import Prefetcher, Prepared, prepare
+from .target import load_target
 
 
 def lr_factor(config: Config, step: int) -> float:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from app.alerts.targets import redact
+from .targets import redact
 
 ERROR_MAX = 500  # characters of an error or answer body kept in `deliveries.error`
 SECRET_PART_MIN = 6  # path parts this long are tokens or ids: scrubbed wherever they appear

@@ -32,11 +32,11 @@ from urllib.parse import urlsplit
 import duckdb
 import httpx
 
-from app.alerts import webhook
-from app.alerts.answer import Answer, post, scrub
-from app.alerts.targets import LOG, Target, targets
-from app.db import queries
-from app.errors import CliffwatchError
+from ..db import queries
+from ..errors import CliffwatchError
+from . import webhook
+from .answer import Answer, post, scrub
+from .targets import LOG, Target, targets
 
 log = logging.getLogger("cliffwatch.alerts")
 IDLE_S = 1.0  # look at the outbox this often without a poke (a lost wake-up costs this much)

@@ -21,12 +21,12 @@ from collections import deque
 
 import duckdb
 
-from app.alerts import incidents, lifecycle, lines, stall
-from app.alerts.lifecycle import Silence
-from app.alerts.state import ACTIVE, Batch, load_states
-from app.db import queries
-from app.diagnose.detect import Watch
-from app.diagnose.load import frame_of
+from ..db import queries
+from ..diagnose.detect import Watch
+from ..diagnose.load import frame_of
+from . import incidents, lifecycle, lines, stall
+from .lifecycle import Silence
+from .state import ACTIVE, Batch, load_states
 
 LINE_TYPES = ("threshold", "change", "nonfinite")
 HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert

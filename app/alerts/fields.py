@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.alerts.duration import format_duration, parse_duration
+from .duration import format_duration, parse_duration
 
 SEVERITIES = ("critical", "warning", "info")
 OPS = (">", ">=", "<", "<=")

@@ -16,10 +16,10 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from app.alerts import lifecycle
-from app.alerts.rules import Rule
-from app.alerts.state import Batch
-from app.db import queries
+from ..db import queries
+from . import lifecycle
+from .rules import Rule
+from .state import Batch
 
 QUIET_S = 60.0
 

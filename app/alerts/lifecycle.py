@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from app.alerts.state import AlertState, Batch, Note, json_number, note_key
+from .state import AlertState, Batch, Note, json_number, note_key
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import bottleneck as bn
 import numpy as np
 import pandas as pd
 
-from app.alerts import lifecycle
-from app.alerts.rules import Rule, describe
-from app.alerts.state import ACTIVE, Batch, json_number
-from app.diagnose.detect import NONFINITE, NOT_METRICS
-from app.ingest.columns import fold
+from ..diagnose.detect import NONFINITE, NOT_METRICS
+from ..ingest.columns import fold
+from . import lifecycle
+from .rules import Rule, describe
+from .state import ACTIVE, Batch, json_number
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 

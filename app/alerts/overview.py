@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from app.alerts import rules as rules_mod
-from app.alerts.webhook import parse_facts, text_line
-from app.db import queries
-from app.db.readonly import jsonable
+from ..db import queries
+from ..db.readonly import jsonable
+from . import rules as rules_mod
+from .webhook import parse_facts, text_line
 
 RECENT = 50  # notifications shown
 

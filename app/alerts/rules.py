@@ -28,8 +28,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.alerts.duration import format_duration, parse_duration
-from app.alerts.fields import (
+from ..errors import CliffwatchError
+from .duration import format_duration, parse_duration
+from .fields import (
     ALL_KEYS,
     COMMON,
     TYPES,
@@ -38,8 +39,7 @@ from app.alerts.fields import (
     toml_value,
     unknown_key_message,
 )
-from app.alerts.positions import Block, Layout, positions
-from app.errors import CliffwatchError
+from .positions import Block, Layout, positions
 
 __all__ = ["Rule", "RuleProblem", "check_file", "default_rules", "describe", "load_rules",
            "parse_duration", "parse_rules", "read_rules", "rules_path", "to_toml"]

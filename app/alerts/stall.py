@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.alerts import lifecycle
-from app.alerts.rules import Rule
-from app.alerts.state import ACTIVE, Batch
-from app.db import queries
+from ..db import queries
+from . import lifecycle
+from .rules import Rule
+from .state import ACTIVE, Batch
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from app.db import queries
-from app.ingest.parse import records_table
+from ..db import queries
+from ..ingest.parse import records_table
 
 ACTIVE = ("pending", "firing")
 Key = tuple[str, str, str]  # (rule, run, metric)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import time
 
-from app.alerts.engine import Engine
-from app.background import Background
-from app.diagnose.detect import Watch
+from ..background import Background
+from ..diagnose.detect import Watch
+from .engine import Engine
 
 log = logging.getLogger("cliffwatch.alerts")
 TICK_S = 1.0  # timer-driven rules (stall) are judged at least this often

@@ -18,13 +18,13 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.alerts.overview import overview
-from app.alerts.rules import load_rules, read_rules
-from app.alerts.targets import targets
-from app.cli.client import answer, auth_headers, server_url
-from app.db.database import Database
-from app.errors import CliffwatchError
-from app.monitor import default_db
+from ..alerts.overview import overview
+from ..alerts.rules import load_rules, read_rules
+from ..alerts.targets import targets
+from ..db.database import Database
+from ..errors import CliffwatchError
+from ..monitor import default_db
+from .client import answer, auth_headers, server_url
 
 
 def check(path: Path | None, logdir: Path) -> int:

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from app.errors import CliffwatchError
-from app.server.serve import server_file
+from ..errors import CliffwatchError
+from ..server.serve import server_file
 
 log = logging.getLogger("cliffwatch.cli")
 

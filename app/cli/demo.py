@@ -22,8 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from app import settings as settings_mod
-from app.server.serve import serve
+from .. import settings as settings_mod
+from ..server.serve import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "samples" / "seed-cliff"
@@ -35,6 +35,7 @@ STOP_WAIT_S = 10.0
 
 
 def demo(logdir: Path, port: int) -> int:
+    logdir = logdir.resolve()  # its writers run in ROOT, not in the caller's folder
     logdir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     _stop_on_signals()

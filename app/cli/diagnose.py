@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.cli.client import answer_json, auth_headers, server_url
-from app.diagnose.detect import Watch
-from app.diagnose.diagnosis import diagnose
-from app.diagnose.report import as_dict, text
-from app.errors import CliffwatchError
-from app.ingest.scan import kind_of
-from app.monitor import Monitor, default_db
+from ..diagnose.detect import Watch
+from ..diagnose.diagnosis import diagnose
+from ..diagnose.report import as_dict, text
+from ..errors import CliffwatchError
+from ..ingest.scan import kind_of
+from ..monitor import Monitor, default_db
+from .client import answer_json, auth_headers, server_url
 
 
 def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.monitor import Monitor
+from ..monitor import Monitor
 
 LISTED = 20  # errors printed by --once; the rest are counted
 
@@ -49,7 +49,7 @@ def _errors(monitor: Monitor) -> int:
 
 def ingest_follow(logdir: Path, db: Path | None, settings, poll: bool) -> int:
     # only following needs watchdog's observers: --once does not pay for importing them
-    from app.ingest.worker import IngestWorker
+    from ..ingest.worker import IngestWorker
 
     with Monitor.open(logdir, settings, db) as monitor:
         worker = IngestWorker(monitor.tailer, settings, poll=poll)

@@ -13,8 +13,8 @@ import logging
 import sys
 from pathlib import Path
 
-from app import settings as settings_mod
-from app.errors import CliffwatchError
+from .. import settings as settings_mod
+from ..errors import CliffwatchError
 
 
 def _logdir_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -24,7 +24,8 @@ def _logdir_args(parser: argparse.ArgumentParser, required: bool = True) -> None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m app", description=__doc__.splitlines()[0])
+    prog = "cliffwatch" if __package__.startswith("cliffwatch.") else "python -m app"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="ingest, dashboard and HTTP API in one process")
@@ -109,38 +110,38 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "serve":
-        from app.server.serve import serve
+        from ..server.serve import serve
 
         serve(args.logdir, args.db, args.host, args.port, args.poll, settings_mod.resolve(args))
         return 0
     if args.command == "ingest":
-        from app.cli.ingest import ingest_follow, ingest_once
+        from .ingest import ingest_follow, ingest_once
 
         settings = settings_mod.resolve(args)
         if args.once:
             return ingest_once(args.logdir, args.db, settings)
         return ingest_follow(args.logdir, args.db, settings, args.poll)
     if args.command == "sql":
-        from app.cli.sql import sql_command
+        from .sql import sql_command
 
         return sql_command(args.text, args.name, args.param, args.logdir, args.db, args.format,
                            settings_mod.resolve(args))
     if args.command == "diagnose":
-        from app.cli.diagnose import diagnose_command
+        from .diagnose import diagnose_command
 
         return diagnose_command(args.path, args.db, args.json, settings_mod.resolve(args))
     if args.command == "replay":
-        from app.cli.replay import replay
+        from .replay import replay
 
         replay(args.src, args.dest, speed=args.speed, force=args.force)
         return 0
     if args.command == "alerts":
         return _alerts(args)
     if args.command == "demo":
-        from app.cli.demo import demo
+        from .demo import demo
 
         return demo(args.logdir, args.port)
-    from app.logformat import validate_run
+    from ..logformat import validate_run
 
     problems = validate_run(args.run_dir)
     for problem in problems:
@@ -150,7 +151,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _alerts(args: argparse.Namespace) -> int:
-    from app.cli import alerts
+    from . import alerts
 
     if args.action == "check":
         return alerts.check(args.path, args.logdir)

@@ -13,8 +13,8 @@ import shutil
 import time
 from pathlib import Path
 
-from app.errors import CliffwatchError
-from app.ingest.scan import kind_of
+from ..errors import CliffwatchError
+from ..ingest.scan import kind_of
 
 NO_CLOCK_INTERVAL_S = 1.0  # pacing for logs that carry no time at all
 

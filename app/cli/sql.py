@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 import orjson
 
-from app.cli.client import answer, auth_headers, server_url
-from app.db import queries
-from app.db.database import Database
-from app.db.readonly import jsonable, run_readonly
-from app.errors import CliffwatchError
-from app.monitor import default_db
+from ..db import queries
+from ..db.database import Database
+from ..db.readonly import jsonable, run_readonly
+from ..errors import CliffwatchError
+from ..monitor import default_db
+from .client import answer, auth_headers, server_url
 
 LOCAL_WAIT_S = 10.0
 

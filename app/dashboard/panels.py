@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
-from app.dashboard import charts, source
+from . import charts, source
 
 # Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
 # plot about 120 px and the bucket strip's cells about 50 px

@@ -24,8 +24,8 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from app import state as server_state
-from app.errors import CliffwatchError
+from .. import state as server_state
+from ..errors import CliffwatchError
 
 X_UNITS = ("step", "elapsed", "time")
 MAX_STEP = 2**63 - 1  # a step is a BIGINT: a larger from/to is no step at all
@@ -119,7 +119,7 @@ def guarded(body, *args) -> None:
 # ---- cached reads -------------------------------------------------------------------------
 
 def version(run: str) -> tuple:
-    from app.read import series as series_mod
+    from ..read import series as series_mod
 
     return tuple(series_mod.version(cursor(), run))
 
@@ -127,7 +127,7 @@ def version(run: str) -> tuple:
 @st.cache_data(ttl=1.0, show_spinner=False)
 def runs_table() -> pd.DataFrame:
     # every run at once: no single version to key on, so a short time to live instead
-    from app.read import runs as runs_mod
+    from ..read import runs as runs_mod
 
     alerts = getattr(server_state.current(), "alerts", None)  # its stall rule judges "stalled"
     return runs_mod.runs_table(cursor(), rules=getattr(alerts, "rules", None))
@@ -154,21 +154,21 @@ def axes(run: str, version: tuple) -> list[str]:
 @st.cache_data(max_entries=256, show_spinner=False)
 def _names_and_axes(run: str, version: tuple) -> tuple[list[str], list[str]]:
     # one read for both: a growing run has a new version, so both are read on each refresh
-    from app.read import series as series_mod
+    from ..read import series as series_mod
 
     return series_mod.names_and_axes(cursor(), run)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def step_span(run: str, version: tuple):
-    from app.read import series as series_mod
+    from ..read import series as series_mod
 
     return series_mod.step_span(cursor(), run)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def typical_gap(run: str, version: tuple):
-    from app.read import series as series_mod
+    from ..read import series as series_mod
 
     return series_mod.typical_gap(cursor(), run)
 
@@ -178,7 +178,7 @@ def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int
            gaps: bool = False):
     """``gaps``: with the gap panels' metrics too, in the same read (gaps() apart costs the
     plan query and a read of the same raw lines again)."""
-    from app.read import series as series_mod
+    from ..read import series as series_mod
 
     return series_mod.series(cursor(), run, list(metrics), lo=lo, hi=hi, x=x, points=points,
                              gaps=gaps)
@@ -186,21 +186,21 @@ def series(run: str, version: tuple, metrics: tuple, lo, hi, x: str, points: int
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def markers(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
-    from app.read import markers as markers_mod
+    from ..read import markers as markers_mod
 
     return markers_mod.markers(cursor(), run, lo=lo, hi=hi, x=x)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def strip(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
-    from app.read import strip as strip_mod
+    from ..read import strip as strip_mod
 
     return strip_mod.bucket_strip(cursor(), run, lo=lo, hi=hi, x=x)
 
 
 @st.cache_data(ttl=1.0, show_spinner=False)
 def incidents_table(run: str | None, kinds: tuple | None) -> pd.DataFrame:
-    from app.read import incidents as incidents_mod
+    from ..read import incidents as incidents_mod
 
     return incidents_mod.incidents_table(cursor(), run=run, kinds=list(kinds) if kinds else None)
 
@@ -276,7 +276,7 @@ def parse_list(params: Mapping, name: str) -> list[str]:
 
 def around(step: int) -> tuple[int, int]:
     """The range the old alert link /?run=R&step=S opens (the same rule as the new link)."""
-    from app.alerts.webhook import around as webhook_around
+    from ..alerts.webhook import around as webhook_around
 
     return webhook_around(step)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import duckdb
 
-from app.db import queries
-from app.errors import CliffwatchError
+from ..errors import CliffwatchError
+from . import queries
 
 log = logging.getLogger("cliffwatch.db")
 _LOCK_PID = re.compile(r"PID (\d+)")

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import orjson
 
-from app.db import queries
-from app.errors import CliffwatchError
+from ..errors import CliffwatchError
+from . import queries
 
 # Table functions a read may call, each reviewed in DuckDB 2.0 (SELECT DISTINCT function_name
 # FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')): all only read, and

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.errors import CliffwatchError
+from ..errors import CliffwatchError
 
 QUERY_DIR = Path(__file__).resolve().parents[2] / "queries"
 _HEADER = re.compile(r"^--\s*(title|description|param|identifier)\s*(\w*)\s*:\s*(.*)$")

@@ -48,11 +48,11 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from app.db import queries
-from app.db.functions import check_functions
-from app.db.statement import read_statement
-from app.errors import CliffwatchError
-from app.settings import Settings
+from ..errors import CliffwatchError
+from ..settings import Settings
+from . import queries
+from .functions import check_functions
+from .statement import read_statement
 
 # rows per Arrow batch: small enough that a batch of 10 MB strings is not copied whole past
 # the cap, big enough that 10,000 small rows cost milliseconds (measured once by hand:

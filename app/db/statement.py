@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from app.errors import CliffwatchError
+from ..errors import CliffwatchError
 
 _ANALYZE = {"analyze", "analyse"}
 _FORMATS = {"text", "json", "html", "graphviz", "yaml", "mermaid"}

@@ -27,8 +27,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.db import queries
-from app.diagnose.detect import BEFORE, Incident
+from ..db import queries
+from .detect import BEFORE, Incident
 
 ORDER = ["checkpoint", "resume", "stall", "bucket_homogeneity", "epoch_boundary"]
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...

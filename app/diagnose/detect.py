@@ -24,7 +24,7 @@ import bottleneck as bn
 import numpy as np
 import pandas as pd
 
-from app import keys
+from .. import keys
 
 # The rules below are the one definition: queries/spikes.sql and queries/cliffs.sql receive
 # them as parameters (SQL_PARAMS; their headers document the same defaults, which a test checks).

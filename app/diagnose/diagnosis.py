@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from app.db import queries
-from app.diagnose.causes import (
+from ..db import queries
+from ..ingest.parse import records_table
+from .causes import (
     BucketRuns,
     RunContext,
     attribute,
@@ -24,9 +25,8 @@ from app.diagnose.causes import (
     steps_per_epoch,
     window_context,
 )
-from app.diagnose.detect import BASELINE, Incident, RunDetector, Watch
-from app.diagnose.load import frame_of, run_lines
-from app.ingest.parse import records_table
+from .detect import BASELINE, Incident, RunDetector, Watch
+from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
 KIND_RANK = {"nonfinite": 0, "cliff": 1, "spike": 2, "stall": 3}

@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.db import queries
-from app.diagnose.detect import CLOCK, NONFINITE, NOT_METRICS, Watch
+from ..db import queries
+from .detect import CLOCK, NONFINITE, NOT_METRICS, Watch
 
 
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:

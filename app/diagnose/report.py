@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from app.db.readonly import jsonable
-from app.diagnose.causes import seconds
-from app.diagnose.detect import Incident
-from app.diagnose.diagnosis import severity
+from ..db.readonly import jsonable
+from .causes import seconds
+from .detect import Incident
+from .diagnosis import severity
 
 KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
         "evidence")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from app.background import Background
-from app.diagnose.detect import Watch
-from app.diagnose.diagnosis import LiveDiagnosis
+from ..background import Background
+from .detect import Watch
+from .diagnosis import LiveDiagnosis
 
 log = logging.getLogger("cliffwatch.diagnose")
 IDLE_S = 2.0  # look again this often even without new rows (a missed wake-up costs nothing)

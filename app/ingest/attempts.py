@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.ingest.filestate import FileState
+from .filestate import FileState
 
 
 def number(steps: np.ndarray, state: FileState,

@@ -22,11 +22,11 @@ import logging
 import orjson
 import pyarrow as pa
 
-from app.ingest.filestate import FileState
-from app.ingest.formats import EVENT, TRAIN, Record, jsonl, llmc, tfevents
-from app.ingest.parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
-from app.ingest.segment import Segment
-from app.ingest.store import Batch, Store, content_error
+from .filestate import FileState
+from .formats import EVENT, TRAIN, Record, jsonl, llmc, tfevents
+from .parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
+from .segment import Segment
+from .store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
 

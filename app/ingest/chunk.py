@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from app.ingest.columns import column_name, fold
-from app.ingest.openfile import LogHandle
+from .columns import column_name, fold
+from .openfile import LogHandle
 
 _SCANNER = ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-scan")
 STEP = re.compile(rb'"step":[ \t]*(-?\d{1,18})[ \t]*[,}]')

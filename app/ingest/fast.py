@@ -25,12 +25,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from app.ingest import attempts
-from app.ingest import chunk as clean
-from app.ingest.columns import fold, is_metric_column
-from app.ingest.filestate import FileState, adopt
-from app.ingest.segment import Segment
-from app.ingest.store import ALTERS_PER_TRANSACTION, TABLES, Store
+from . import attempts
+from . import chunk as clean
+from .columns import fold, is_metric_column
+from .filestate import FileState, adopt
+from .segment import Segment
+from .store import ALTERS_PER_TRANSACTION, TABLES, Store
 
 # A rank line's own "rank" is left out by insert_direct_ranks.sql: the file names the rank.
 SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}

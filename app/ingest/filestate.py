@@ -34,7 +34,7 @@ class FileState:
 
     @property
     def rank(self) -> int | None:
-        from app.ingest.scan import LogFile
+        from .scan import LogFile
 
         return LogFile(self.path, self.run, self.kind).rank
 

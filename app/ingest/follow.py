@@ -20,8 +20,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from app.ingest.filestate import FileState
-from app.ingest.openfile import LogHandle
+from .filestate import FileState
+from .openfile import LogHandle
 
 WINDOW = 4096
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import orjson
 import pyarrow as pa
 
-from app.ingest.columns import SPECIAL, column_name, fold
-from app.keys import BUCKETS, EVENT, INT64, STEP, is_step  # noqa: F401 (INT64: store.py)
+from ..keys import BUCKETS, EVENT, INT64, STEP, is_step  # noqa: F401 (INT64: store.py)
+from .columns import SPECIAL, column_name, fold
 
 MAX_LINE = 1024 * 1024
 MAX_EVENT_DEPTH = 64  # an event is stored as JSON text; json.dumps recurses once per level

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.ingest.formats import detect
+from .formats import detect
 
 RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from app.ingest import follow
-from app.ingest.filestate import FileState
-from app.ingest.openfile import LogHandle
+from . import follow
+from .filestate import FileState
+from .openfile import LogHandle
 
 HEAD_BYTES = 64  # the first bytes of a file, kept as its identity (follow.py)
 

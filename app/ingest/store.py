@@ -22,12 +22,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from app.db.database import Database
-from app.ingest import attempts
-from app.ingest.columns import OVERFLOW, column_name, fold, is_metric_column
-from app.ingest.filestate import FileState, adopt
-from app.ingest.parse import INT64, Parsed, Problem, event_text, number, records_table
-from app.settings import REGISTRY
+from ..db.database import Database
+from ..settings import REGISTRY
+from . import attempts
+from .columns import OVERFLOW, column_name, fold, is_metric_column
+from .filestate import FileState, adopt
+from .parse import INT64, Parsed, Problem, event_text, number, records_table
 
 log = logging.getLogger("cliffwatch.ingest")
 TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds

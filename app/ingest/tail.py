@@ -29,16 +29,16 @@ from pathlib import Path
 
 import duckdb
 
-from app.db.database import Database
-from app.ingest import careful, fast, follow, memory, wholefile
-from app.ingest.backoff import Backoff, describe
-from app.ingest.filestate import FileState, refresh
-from app.ingest.formats import detect, tfevents
-from app.ingest.openfile import LogHandle, Refused, open_log
-from app.ingest.parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
-from app.ingest.scan import scan
-from app.ingest.segment import HEAD_BYTES, Segment
-from app.ingest.store import Batch, Store, content_error
+from ..db.database import Database
+from . import careful, fast, follow, memory, wholefile
+from .backoff import Backoff, describe
+from .filestate import FileState, refresh
+from .formats import detect, tfevents
+from .openfile import LogHandle, Refused, open_log
+from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
+from .scan import scan
+from .segment import HEAD_BYTES, Segment
+from .store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
 ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 
-from app.ingest import careful
-from app.ingest.filestate import FileState
-from app.ingest.formats import hf_state
-from app.ingest.openfile import LogHandle
-from app.ingest.parse import Parsed, Problem
-from app.ingest.store import Batch, Store
+from . import careful
+from .filestate import FileState
+from .formats import hf_state
+from .openfile import LogHandle
+from .parse import Parsed, Problem
+from .store import Batch, Store
 
 KINDS = frozenset({"run_meta", "hf_state"})
 STATE_MAX = 256 << 20  # a trainer_state.json is ~250 bytes per log_history entry

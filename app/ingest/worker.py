@@ -23,8 +23,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from app.ingest.backoff import describe
-from app.ingest.tail import Tailer
+from .backoff import describe
+from .tail import Tailer
 
 log = logging.getLogger("cliffwatch.ingest")
 DEBOUNCE_S = 0.01  # let a burst of appends land in one transaction

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.db import queries
+from ..db import queries
 
 
 def frame(cursor, name: str, params: dict | None = None) -> pd.DataFrame:

@@ -19,14 +19,14 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
-from app.alerts import overview as overview_mod
-from app.alerts.duration import parse_duration
-from app.alerts.fields import glob_problem
-from app.alerts.rules import load_rules
-from app.alerts.targets import targets
-from app.db import queries
-from app.errors import CliffwatchError
-from app.read.markers import markers
+from ..alerts import overview as overview_mod
+from ..alerts.duration import parse_duration
+from ..alerts.fields import glob_problem
+from ..alerts.rules import load_rules
+from ..alerts.targets import targets
+from ..db import queries
+from ..errors import CliffwatchError
+from .markers import markers
 
 SILENCE_KEYS = ("rule", "run", "for", "comment")
 SILENCE_HELP = ('send {"rule": "GLOB", "run": "GLOB", "for": "2h", "comment": "why"} as JSON '

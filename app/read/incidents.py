@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.read import frame
+from . import frame
 
 PAD_LINES = 20
 

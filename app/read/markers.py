@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.db import queries
-from app.errors import CliffwatchError
-from app.read import frame
+from ..db import queries
+from ..errors import CliffwatchError
+from . import frame
 
 UNITS = ("step", "elapsed", "time")
 COLUMNS = {"elapsed": "elapsed_s", "time": "time"}

@@ -4,10 +4,10 @@ the dashboard never imports app.server)."""
 
 from __future__ import annotations
 
-from app.db import queries
-from app.db.readonly import SqlResult, run_readonly
-from app.errors import CliffwatchError
-from app.state import current
+from ..db import queries
+from ..db.readonly import SqlResult, run_readonly
+from ..errors import CliffwatchError
+from ..state import current
 
 
 def named(name: str, params: dict | None = None) -> SqlResult:

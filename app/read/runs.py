@@ -33,11 +33,11 @@ import time
 
 import pandas as pd
 
-from app.alerts.lifecycle import Silence
-from app.alerts.rules import Rule, default_rules
-from app.alerts.stall import Quiet, StallJudge
-from app.db import queries
-from app.read import frame
+from ..alerts.lifecycle import Silence
+from ..alerts.rules import Rule, default_rules
+from ..alerts.stall import Quiet, StallJudge
+from ..db import queries
+from . import frame
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
            "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]

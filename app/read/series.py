@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from app.db import queries
-from app.errors import CliffwatchError
-from app.read import frame, tiles
-from app.read.tiles import GAPS, columns
+from ..db import queries
+from ..errors import CliffwatchError
+from . import frame, tiles
+from .tiles import GAPS, columns
 
 RAW_LINES = 200_000  # ~40 ms to bucket from raw lines for 5 metrics (2 cores); more: tiles
 MAX_POINTS = 2000

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from app.db import queries
-from app.read import frame
-from app.read.tiles import TILE_LINES
+from ..db import queries
+from . import frame
+from .tiles import TILE_LINES
 
 COLUMNS = ["x0", "x1", "step", "micro", "bucket", "share"]
 SAMPLED_LINES = 16  # lines read per merged cell, on average, at most

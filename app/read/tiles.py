@@ -25,8 +25,8 @@ import logging
 
 import pyarrow as pa
 
-from app.background import Background
-from app.db import queries
+from ..background import Background
+from ..db import queries
 
 log = logging.getLogger("cliffwatch.tiles")
 TILE_LINES = 512  # 10M lines -> 19,531 tiles; a 1M run charted in 1,000 buckets: ~2 a bucket

@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.errors import CliffwatchError
-from app.read import alerts as reads
-from app.server.endpoint import body, guarded, reply, threaded
-from app.state import current
+from ..errors import CliffwatchError
+from ..read import alerts as reads
+from ..state import current
+from .endpoint import body, guarded, reply, threaded
 
 POLL_S = 0.1
 

@@ -7,8 +7,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.errors import CliffwatchError
-from app.state import current
+from ..errors import CliffwatchError
+from ..state import current
 
 
 def reply(payload, status: int = 200) -> Response:

@@ -18,17 +18,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.db import queries
-from app.db.readonly import SqlResult, jsonable, run_readonly
-from app.diagnose.report import KEYS as INCIDENT_KEYS
-from app.errors import CliffwatchError
-from app.read.named import named
-from app.server.alert_routes import ROUTES as ALERT_ROUTES
-from app.server.endpoint import body as _body
-from app.server.endpoint import guarded as _guarded
-from app.server.endpoint import reply as _json
-from app.server.endpoint import threaded as _threaded
-from app.state import ADHOC_SLOTS, current
+from ..db import queries
+from ..db.readonly import SqlResult, jsonable, run_readonly
+from ..diagnose.report import KEYS as INCIDENT_KEYS
+from ..errors import CliffwatchError
+from ..read.named import named
+from ..state import ADHOC_SLOTS, current
+from .alert_routes import ROUTES as ALERT_ROUTES
+from .endpoint import body as _body
+from .endpoint import guarded as _guarded
+from .endpoint import reply as _json
+from .endpoint import threaded as _threaded
 
 
 def records(result: SqlResult) -> list[dict]:

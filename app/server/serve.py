@@ -26,19 +26,19 @@ from pathlib import Path
 
 import orjson
 
-from app import state
-from app.alerts.delivery import DeliveryWorker
-from app.alerts.rules import load_rules
-from app.alerts.targets import targets
-from app.alerts.worker import AlertWorker
-from app.diagnose.worker import DiagnosisWorker
-from app.errors import CliffwatchError
-from app.ingest.worker import IngestWorker
-from app.monitor import Monitor, default_db
-from app.read.tiles import TileWorker
-from app.server.guard import Guard, GuardMiddleware, is_loopback
-from app.server.routes import ROUTES
-from app.settings import describe
+from .. import state
+from ..alerts.delivery import DeliveryWorker
+from ..alerts.rules import load_rules
+from ..alerts.targets import targets
+from ..alerts.worker import AlertWorker
+from ..diagnose.worker import DiagnosisWorker
+from ..errors import CliffwatchError
+from ..ingest.worker import IngestWorker
+from ..monitor import Monitor, default_db
+from ..read.tiles import TileWorker
+from ..settings import describe
+from .guard import Guard, GuardMiddleware, is_loopback
+from .routes import ROUTES
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
 log = logging.getLogger("cliffwatch.server")

@@ -11,10 +11,20 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app.alerts.duration import parse_duration
-from app.alerts.webhook import parse_facts
-from app.dashboard import source
-from app.errors import CliffwatchError
+if not __package__:  # Streamlit runs a page as a script, outside any package
+    from itertools import takewhile
+    from pathlib import Path
+
+    # name the package this page's folder sits in (app.dashboard in a checkout,
+    # cliffwatch.app.dashboard when installed) so the relative imports below reach the modules
+    # the server loaded; the folder's own name is not part of it (it has no __init__.py)
+    __package__ = ".".join(reversed([p.name for p in takewhile(
+        lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
+
+from ..alerts.duration import parse_duration
+from ..alerts.webhook import parse_facts
+from ..errors import CliffwatchError
+from . import source
 
 ACTIVE = ("firing", "pending")
 
@@ -68,7 +78,7 @@ def active_states(states: list[dict]) -> None:
 
 @st.fragment(run_every=source.REFRESH_S)
 def live() -> None:
-    from app.read import alerts as alerts_mod
+    from ..read import alerts as alerts_mod
 
     view = alerts_mod.overview(source.state())
     active_states(view.get("states") or [])
@@ -106,7 +116,7 @@ def rules_section(view: dict) -> list[str]:
 
 
 def test_message() -> None:
-    from app.read import alerts as alerts_mod
+    from ..read import alerts as alerts_mod
 
     if st.button("Send test message", help="one test message to every webhook target"):
         nid = alerts_mod.send_test(source.state())
@@ -115,7 +125,7 @@ def test_message() -> None:
 
 
 def silence_form(rules: list[str], runs: list[str]) -> None:
-    from app.read import alerts as alerts_mod
+    from ..read import alerts as alerts_mod
 
     with st.form("silence", clear_on_submit=False):
         st.markdown("**Silence a rule for a run**")
@@ -138,7 +148,7 @@ def silence_form(rules: list[str], runs: list[str]) -> None:
 
 
 def page() -> None:
-    from app.read import alerts as alerts_mod
+    from ..read import alerts as alerts_mod
 
     source.state()
     st.title("Alerts")

@@ -3,7 +3,17 @@ overlaid, aligned by step or by elapsed time, refreshed live."""
 
 import streamlit as st
 
-from app.dashboard import charts, export, source
+if not __package__:  # Streamlit runs a page as a script, outside any package
+    from itertools import takewhile
+    from pathlib import Path
+
+    # name the package this page's folder sits in (app.dashboard in a checkout,
+    # cliffwatch.app.dashboard when installed) so the relative imports below reach the modules
+    # the server loaded; the folder's own name is not part of it (it has no __init__.py)
+    __package__ = ".".join(reversed([p.name for p in takewhile(
+        lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
+
+from . import charts, export, source
 
 ALIGN = ("step", "elapsed")
 

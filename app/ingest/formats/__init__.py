@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ingest.parse import Problem
+from ..parse import Problem
 
 __all__ = ["EVAL", "EVENT", "KINDS", "SUMMARY", "TRAIN", "Problem", "Record"]
 

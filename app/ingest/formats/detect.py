@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.ingest.formats import llmc, tfrecord
-from app.ingest.formats.keys import STEP_ALIASES
-from app.ingest.parse import BOM, decode
-from app.keys import EVENT
+from ...keys import EVENT
+from ..parse import BOM, decode
+from . import llmc, tfrecord
+from .keys import STEP_ALIASES
 
 METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
 JSONL, HF_STATE, TFEVENTS, LLMC = "jsonl", "hf_state", "tfevents", "llmc"

@@ -28,10 +28,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from app.ingest.formats import EVENT, SUMMARY, Problem, Record
-from app.ingest.formats.keys import normalise
-from app.ingest.parse import excerpt
-from app.keys import EPOCH, STEP
+from ...keys import EPOCH, STEP
+from ..parse import excerpt
+from . import EVENT, SUMMARY, Problem, Record
+from .keys import normalise
 
 HISTORY = "log_history"
 OK, INCOMPLETE, REWRITTEN, INVALID = "ok", "incomplete", "rewritten", "invalid"

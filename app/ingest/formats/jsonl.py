@@ -10,9 +10,9 @@ each call says so in one ``info`` problem apiece, which a caller keeps once per 
 
 from __future__ import annotations
 
-from app.ingest.formats import EVENT, Problem, Record
-from app.ingest.formats.keys import normalise
-from app.ingest.parse import BOM, MAX_LINE, decode, excerpt
+from ..parse import BOM, MAX_LINE, decode, excerpt
+from . import EVENT, Problem, Record
+from .keys import normalise
 
 
 def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:

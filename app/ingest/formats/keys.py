@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.ingest.formats import EVAL, EVENT, SUMMARY, TRAIN
-from app.keys import BUCKETS, ELAPSED_S, EPOCH, SPECIAL, STEP, TIME
-from app.keys import EVENT as EVENT_KEY
+from ...keys import BUCKETS, ELAPSED_S, EPOCH, SPECIAL, STEP, TIME
+from ...keys import EVENT as EVENT_KEY
+from . import EVAL, EVENT, SUMMARY, TRAIN
 
 # wandb's own ``_step`` comes last: it counts log calls, a trainer's step is better when given
 STEP_ALIASES = (STEP, "global_step", "current_steps", "iter", "iteration", "it", "_step")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from app.ingest.formats import EVAL, TRAIN, Problem, Record
-from app.ingest.parse import excerpt
-from app.keys import STEP
+from ...keys import STEP
+from ..parse import excerpt
+from . import EVAL, TRAIN, Problem, Record
 
 NAMES = {"trl": "loss", "norm": "grad_norm", "tel": "val_loss", "eval": "eval_accuracy",
          "tok/s": "tok_per_sec"}

@@ -30,9 +30,9 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from app.ingest.formats import EVAL, TRAIN, Problem, Record, tfrecord
-from app.ingest.formats.keys import is_eval_key
-from app.keys import EPOCH, FORMAT_KEYS, STEP, TIME
+from ...keys import EPOCH, FORMAT_KEYS, STEP, TIME
+from . import EVAL, TRAIN, Problem, Record, tfrecord
+from .keys import is_eval_key
 
 _F = descriptor_pb2.FieldDescriptorProto
 # message -> (field, number, type, repeated, message type); tensorflow/core/util/event.proto,

@@ -16,7 +16,7 @@ import struct
 
 import google_crc32c
 
-from app.ingest.parse import Problem
+from ..parse import Problem
 
 HEADER = 12  # length and its checksum
 FOOTER = 4  # the data's checksum
