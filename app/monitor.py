@@ -59,14 +59,17 @@ class Monitor:
         db_path = Path(db_path or default_db(logdir)).resolve()
         db_path.parent.mkdir(parents=True, exist_ok=True)
         scratch = _scratch_dir(db_path)
+        db = None
         try:
             # DuckDB itself may touch only the scratch space: ingest hands it copies made from
             # checked descriptors, so no statement can reach the logs or the database folder
             db = Database(db_path, allowed_dirs=[scratch], memory_limit=settings.memory_limit)
-        except BaseException:
+            return cls(logdir, db, Tailer(db, logdir, settings, scratch), scratch)
+        except BaseException:  # e.g. a mistake in keys.toml: let go of the file for the next try
+            if db is not None:
+                db.close()
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-        return cls(logdir, db, Tailer(db, logdir, settings, scratch), scratch)
 
     def close(self) -> None:
         self.db.close()

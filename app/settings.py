@@ -54,6 +54,8 @@ REGISTRY = [
             "and localhost); any other Host header gets 403"),
     Setting("token", "", "bearer token the server requires on /api/* and the page (required "
             "off loopback; generated when not given); the CLI sends it", secret=True),
+    Setting("keys", "", "key mappings file for other trainers' JSONL logs, per run glob "
+            "(default LOGDIR/keys.toml if it exists; docs/formats.md)"),
     Setting("rules", "", "alert rules file (default LOGDIR/alerts.toml if it exists, else the "
             "built-in rules: stall, nonfinite, incident)"),
     Setting("webhook", "", "Slack-style incoming webhook URL(s), comma-separated; the flag may "

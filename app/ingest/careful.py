@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from .filestate import FileState
 from .formats import EVENT, TRAIN, Record, jsonl, llmc, tfevents
+from .formats.keymap import KeyMap
 from .parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
 from .segment import Segment
 from .store import Batch, Store, content_error
@@ -34,7 +35,8 @@ log = logging.getLogger("cliffwatch.ingest")
 def store(db_store: Store, segment: Segment) -> int:
     """Store the segment's lines in one transaction; returns rows stored."""
     new = segment.after()
-    parsed = parse(segment.state.kind, segment.data, segment.start.offset, new, segment.reason)
+    parsed = parse(segment.state.kind, segment.data, segment.start.offset, new, segment.reason,
+                   db_store.keymap(segment.state.run))
     try:
         return db_store.commit(segment.state, Batch(parsed, new, segment.reason))
     except Exception as exc:
@@ -54,7 +56,7 @@ def line_by_line(db_store: Store, segment: Segment) -> int:
     for raw in segment.data.split(b"\n")[:-1]:
         line = Segment(state, before, segment.handle, raw + b"\n", reason)
         new = line.after()
-        parsed = parse(state.kind, line.data, offset, new, reason)
+        parsed = parse(state.kind, line.data, offset, new, reason, db_store.keymap(state.run))
         try:
             rows += db_store.commit(state, Batch(parsed, new, reason))
         except Exception as exc:
@@ -68,13 +70,15 @@ def line_by_line(db_store: Store, segment: Segment) -> int:
     return rows
 
 
-def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None) -> Parsed:
+def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
+          keymap: KeyMap | None = None) -> Parsed:
     """A file's complete lines (or records) as rows, events and problems: the file kind's
     rules (an event line in a rank file is ignored; another trainer's log is translated by
     its reader in formats/), the reset that made it read again, and its CRLF line ends,
-    reported once per file (``new`` remembers it)."""
+    reported once per file (``new`` remembers it). ``keymap``: the run's extra key mappings
+    for JSONL of other trainers (formats/keymap.py)."""
     if kind in READERS:
-        parsed = from_records(*READERS[kind](data, base), first=base == 0)
+        parsed = from_records(*READERS[kind](data, base, keymap), first=base == 0)
     else:
         parsed = parse_lines(data, base, events_only=kind == "events")
     if kind == "rank" and parsed.events:
@@ -91,14 +95,18 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None)
     return parsed
 
 
-def _tfevents(data: bytes, base: int):
+def _tfevents(data: bytes, base: int, keymap: KeyMap | None):
     records, problems, _ = tfevents.parse(data, base, final=True)  # the tailer cut the step
     return records, problems
 
 
-# Readers of other trainers' logs: (data, base) -> (records, problems). Their records are v1
-# dicts, stored by the same rules as our own lines (parse.metric_row).
-READERS = {"jsonl": jsonl.parse, "llmc": llmc.parse, "tfevents": _tfevents}
+def _llmc(data: bytes, base: int, keymap: KeyMap | None):
+    return llmc.parse(data, base)
+
+
+# Readers of other trainers' logs: (data, base, keymap) -> (records, problems). Their records
+# are v1 dicts, stored by the same rules as our own lines (parse.metric_row).
+READERS = {"jsonl": jsonl.parse, "llmc": _llmc, "tfevents": _tfevents}
 
 
 def from_records(records: list[Record], problems: list[Problem], first: bool = True) -> Parsed:

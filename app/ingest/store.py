@@ -27,6 +27,8 @@ from ..settings import REGISTRY
 from . import attempts
 from .columns import OVERFLOW, column_name, fold, is_metric_column
 from .filestate import FileState, adopt
+from .formats import keymap
+from .formats.keymap import KeyMap
 from .parse import INT64, Parsed, Problem, event_text, number, records_table
 
 log = logging.getLogger("cliffwatch.ingest")
@@ -83,6 +85,10 @@ class Store:
         self.max_columns = max_columns  # metric columns per table; more keys go to OVERFLOW
         self._columns: dict[str, dict[str, str]] = {}  # table -> {folded name: name}
         self._overflow_noted: dict[str, set[str]] = {}  # run -> keys reported as overflowing
+        self.keymaps: list[KeyMap] = []  # extra key mappings per run glob (formats/keymap.py)
+
+    def keymap(self, run: str) -> KeyMap | None:
+        return keymap.for_run(self.keymaps, run) if self.keymaps else None
 
     def load_files(self) -> list[FileState]:
         result = self.db.run("ingest/files_load")

@@ -33,7 +33,7 @@ from ..db.database import Database
 from . import careful, fast, follow, memory, wholefile
 from .backoff import Backoff, describe
 from .filestate import FileState, refresh
-from .formats import detect, tfevents
+from .formats import detect, keymap, tfevents
 from .openfile import LogHandle, Refused, open_log
 from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
 from .scan import scan
@@ -79,6 +79,7 @@ class Tailer:
         self.root = self.logdir.resolve()
         room = memory.column_room(settings.memory_limit)
         self.store = Store(db, max_columns=min(settings.max_metric_columns, room or 1 << 30))
+        self.store.keymaps = keymap.load(keymap.path_for(settings.keys, self.logdir))
         self.files = {f.path: f for f in self.store.load_files()}
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}
@@ -304,7 +305,8 @@ class Tailer:
         first bytes (formats/detect.py); a file that is none is recorded once as skipped,
         one that cannot tell yet (empty, no complete line) is asked again when it grows."""
         name = state.path.rsplit("/", 1)[-1]
-        fmt, why = detect.detect(name, handle.read(0, detect.SNIFF_BYTES))
+        fmt, why = detect.detect(name, handle.read(0, detect.SNIFF_BYTES),
+                                 self.store.keymap(state.run))
         if fmt == detect.PENDING:
             self.undecided[state.path] = (handle.info.st_size, handle.info.st_mtime)
             return False
@@ -533,7 +535,8 @@ class Tailer:
             if end == 0:
                 return 0
             old = copy.copy(rotated.old)
-            parsed = careful.parse(state.kind, data[:end], old.offset, old, None)
+            parsed = careful.parse(state.kind, data[:end], old.offset, old, None,
+                                   self.store.keymap(state.run))
             try:
                 rows = self.store.commit(state, Batch(parsed, copy.copy(state), rotated=old))
             except Exception as exc:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from ...keys import EVENT
 from ..parse import BOM, decode
 from . import llmc, tfrecord
+from .keymap import KeyMap
 from .keys import STEP_ALIASES
 
 METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
@@ -55,9 +56,10 @@ def by_name(name: str) -> str | None:
     return None
 
 
-def detect(name: str, head: bytes) -> tuple[str | None, str]:
+def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | None, str]:
     """``(format, what it is)``, ``(PENDING, why)`` or ``(None, "not a log: ...")``;
-    ``head``: the file's first ``SNIFF_BYTES`` (or all of it)."""
+    ``head``: the file's first ``SNIFF_BYTES`` (or all of it); ``keymap``: the run's extra
+    key mappings (its step key counts as step-like)."""
     fmt = by_name(name)
     if fmt is None:
         return None, NOT_JSON if name.endswith(".json") else NOT_A_NAME
@@ -75,10 +77,10 @@ def detect(name: str, head: bytes) -> tuple[str | None, str]:
         if not tfrecord.header_ok(head):
             return None, "not a log: the first record's checksum does not match (not TFRecord)"
         return fmt, "TensorBoard event file"
-    return _sniff_lines(fmt, head)
+    return _sniff_lines(fmt, head, keymap or KeyMap())
 
 
-def _sniff_lines(fmt: str, head: bytes) -> tuple[str | None, str]:
+def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
     lines = head.removeprefix(BOM).split(b"\n")[:-1][:SNIFF_LINES]
     if not lines:
         if len(head) >= SNIFF_BYTES:
@@ -88,18 +90,22 @@ def _sniff_lines(fmt: str, head: bytes) -> tuple[str | None, str]:
         if llmc.sniff(head):
             return fmt, "llm.c log"
         return None, "not a log: no llm.c line (s:N trl:... / tel: / eval:) in its first lines"
-    if any(_has_step(line) for line in lines):
+    steps = (keymap.step, *STEP_ALIASES) if keymap.step else STEP_ALIASES
+    if any(_has_step(line, keymap, steps) for line in lines):
         return fmt, "JSONL log"
     return None, (f"not a log: none of its first {len(lines)} line(s) is a JSON object with a "
-                  f"step-like key ({', '.join(STEP_ALIASES)})")
+                  f"step-like key ({', '.join(steps)})")
 
 
-def _has_step(line: bytes) -> bool:
+def _has_step(line: bytes, keymap: KeyMap, steps: tuple[str, ...]) -> bool:
     try:
         obj, _ = decode(line.removesuffix(b"\r"))
     except ValueError:
         return False
-    return isinstance(obj, dict) and (EVENT in obj or any(k in obj for k in STEP_ALIASES))
+    if not isinstance(obj, dict):
+        return False
+    obj = keymap.lifted(obj)
+    return EVENT in obj or any(k in obj for k in steps)
 
 
 # (winner, losers, why): a folder holding the winner does not read the losers, which hold the

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from ..parse import BOM, MAX_LINE, decode, excerpt
 from . import EVENT, Problem, Record
+from .keymap import KeyMap
 from .keys import normalise
 
 
-def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:
+def parse(data: bytes, base: int, keymap: KeyMap | None = None
+          ) -> tuple[list[Record], list[Problem]]:
     """Records of the complete lines in ``data`` (a trailing piece with no ``\\n`` is left
     for later); ``base`` is the file offset of ``data``."""
     records: list[Record] = []
@@ -31,7 +33,7 @@ def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:
         obj = _object(raw, offset, problems)
         if obj is None:
             continue
-        result, _ = normalise(obj)
+        result, _ = normalise(obj, keymap)
         if result is None:
             no_step.append(offset)
             continue

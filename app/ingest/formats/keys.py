@@ -28,6 +28,7 @@ from datetime import datetime
 from ...keys import BUCKETS, ELAPSED_S, EPOCH, SPECIAL, STEP, TIME
 from ...keys import EVENT as EVENT_KEY
 from . import EVAL, EVENT, SUMMARY, TRAIN
+from .keymap import KeyMap
 
 # wandb's own ``_step`` comes last: it counts log calls, a trainer's step is better when given
 STEP_ALIASES = (STEP, "global_step", "current_steps", "iter", "iteration", "it", "_step")
@@ -52,17 +53,22 @@ class Normalised:
     dropped: tuple[str, ...] = ()  # keys not read (strings, lists, METADATA)
 
 
-def normalise(obj: dict) -> tuple[Normalised | None, str]:
-    """``(Normalised, "")``, or ``(None, reason)`` for a dict with no step-like key."""
+def normalise(obj: dict, keymap: KeyMap | None = None) -> tuple[Normalised | None, str]:
+    """``(Normalised, "")``, or ``(None, reason)`` for a dict with no step-like key.
+    ``keymap``: a run's extra mappings (keymap.py), tried before the default aliases."""
     if EVENT_KEY in obj:  # a v1 event, whoever wrote it
         return Normalised(EVENT, obj), ""
-    step_key = next((k for k in STEP_ALIASES if k in obj), None)
+    extra = keymap or KeyMap()
+    obj = extra.lifted(obj)
+    step_aliases = _first(extra.step, STEP_ALIASES)
+    step_key = next((k for k in step_aliases if k in obj), None)
     if step_key is None:
-        return None, f"no step-like key ({', '.join(STEP_ALIASES)})"
+        return None, f"no step-like key ({', '.join(step_aliases)})"
     # key in obj -> (v1 key, value); the rest keeps its place, so a v1 line stays as it is
     renamed = {step_key: (STEP, _step(obj[step_key], exact=step_key == STEP))}
-    for target, aliases, read in ((ELAPSED_S, ELAPSED_ALIASES, seconds),
-                                  (TIME, TIME_ALIASES, unix_time)):
+    lifted = {p for p in (extra.step, extra.elapsed_s, extra.time) if p and "/" in p}
+    for target, aliases, read in ((ELAPSED_S, _first(extra.elapsed_s, ELAPSED_ALIASES), seconds),
+                                  (TIME, _first(extra.time, TIME_ALIASES), unix_time)):
         for alias in aliases:
             value = read(obj[alias]) if alias in obj else None
             if value is not None:
@@ -71,6 +77,8 @@ def normalise(obj: dict) -> tuple[Normalised | None, str]:
     data: dict = {}
     dropped: list[str] = []
     for key, value in obj.items():
+        if key in lifted and key not in renamed:
+            continue  # a lifted copy no alias took: the original stays where it was
         if key in renamed:
             name, read_value = renamed[key]
             data[name] = read_value
@@ -82,12 +90,21 @@ def normalise(obj: dict) -> tuple[Normalised | None, str]:
                     dropped.append(name)
                 else:
                     data[name] = number
+    for path in lifted & renamed.keys():  # the nested original, flattened above, is it
+        data.pop(path, None)
+    for key, name in extra.rename.items():
+        if key in data and name not in data:
+            data[name] = data.pop(key)
     kind, boundary = kind_of(data), None
     if kind == TRAIN and _closing(obj, data):
         kind = SUMMARY
     elif kind == SUMMARY:
         boundary = _boundary(data)
     return Normalised(kind, data, boundary, tuple(dropped)), ""
+
+
+def _first(mapped: str | None, aliases: tuple[str, ...]) -> tuple[str, ...]:
+    return (mapped, *aliases) if mapped else aliases
 
 
 def _step(value: object, *, exact: bool) -> object:
