@@ -304,6 +304,10 @@ class Tailer:
         """Whether another trainer's file, not read before, holds a log: an answer from its
         first bytes (formats/detect.py); a file that is none is recorded once as skipped,
         one that cannot tell yet (empty, no complete line) is asked again when it grows."""
+        copy_of = detect.snapshot(state.path)
+        if copy_of:
+            self._skip(state, new, copy_of)
+            return False
         name = state.path.rsplit("/", 1)[-1]
         fmt, why = detect.detect(name, handle.read(0, detect.SNIFF_BYTES),
                                  self.store.keymap(state.run))

@@ -135,3 +135,18 @@ def test_a_live_tensorboard_writer_shows_new_scalars_soon(tmp_path):
         assert count(mon, "SELECT count(*) FROM evals") == 5
         assert count(mon, "SELECT count(*) FROM attempts") == 1
         print("seconds from flush to SQL:", [round(s, 2) for s in seen])
+
+
+def test_a_checkpoint_folders_trainer_state_is_no_run_of_its_own(tmp_path):
+    """The Trainer copies trainer_state.json into every checkpoint-N folder: they are skipped
+    once each, with the reason, and make no runs."""
+    source = REALDATA / "hf-mistral-translator" / "trainer_state.json"
+    for step in (500, 1000):
+        (tmp_path / "logs" / "out" / f"checkpoint-{step}").mkdir(parents=True)
+        shutil.copy(source, tmp_path / "logs" / "out" / f"checkpoint-{step}")
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT count(*) FROM runs") == [(0,)]
+        reasons = query(mon, "SELECT file, severity FROM ingest_errors ORDER BY file")
+        assert reasons == [("out/checkpoint-1000/trainer_state.json", "info"),
+                           ("out/checkpoint-500/trainer_state.json", "info")]

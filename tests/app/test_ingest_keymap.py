@@ -51,7 +51,7 @@ def test_a_mistake_in_the_mappings_says_where(tmp_path, text, words):
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "keys.toml").write_text(text)
-    with pytest.raises(CliffwatchError, match="keys.toml") as raised:
+    with pytest.raises(CliffwatchError, match=r"keys\.toml") as raised:
         ingest(logs)
     assert words in str(raised.value)
     result = run_cli("ingest", "--logdir", str(logs), "--once")

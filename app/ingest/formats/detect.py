@@ -56,6 +56,21 @@ def by_name(name: str) -> str | None:
     return None
 
 
+CHECKPOINT = re.compile(r"checkpoint-\d+")  # the Trainer's save folders: output_dir/checkpoint-500
+
+
+def snapshot(path: str) -> str | None:
+    """Why a file is a copy of a run's log rather than a run's own log, or None. The Hugging
+    Face Trainer saves ``trainer_state.json`` into every ``checkpoint-N`` folder: read as runs,
+    ten checkpoints would be ten runs repeating one history."""
+    folder, _, name = path.rpartition("/")
+    if name == HF_STATE_NAME and CHECKPOINT.fullmatch(folder.rpartition("/")[2]):
+        return ("a checkpoint's copy of its run's trainer_state.json; the run's own logs are "
+                "read (its TensorBoard files, trainer_log.jsonl, or the trainer_state.json the "
+                "Trainer writes beside the checkpoints at the end)")
+    return None
+
+
 def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | None, str]:
     """``(format, what it is)``, ``(PENDING, why)`` or ``(None, "not a log: ...")``;
     ``head``: the file's first ``SNIFF_BYTES`` (or all of it); ``keymap``: the run's extra
