@@ -28,6 +28,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..command import COMMAND
 from ..errors import CliffwatchError
 from .duration import format_duration, parse_duration
 from .fields import (
@@ -109,7 +110,7 @@ def load_rules(path: Path | None, logdir: Path) -> tuple[list[Rule], str]:
         listed = "\n".join(f"  {p}" for p in problems)
         raise CliffwatchError(
             f"the rules file {path} has {_count(len(problems), 'problem')}:\n{listed}\n"
-            f"Fix the file (`python -m app alerts check {path}` checks it without a server), "
+            f"Fix the file (`{COMMAND} alerts check {path}` checks it without a server), "
             f"or point --rules (CLIFFWATCH_RULES) at another file.")
     return rules, f"{path} ({_count(len(rules), 'rule')})"
 

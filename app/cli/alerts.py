@@ -21,6 +21,7 @@ import orjson
 from ..alerts.overview import overview
 from ..alerts.rules import load_rules, read_rules
 from ..alerts.targets import targets
+from ..command import COMMAND
 from ..db.database import Database
 from ..errors import CliffwatchError
 from ..monitor import default_db
@@ -51,7 +52,7 @@ class Server:
         if self.url is None:
             raise CliffwatchError(
                 f"no cliffwatch server is running for {logdir} ({self.db_path}); {doing} goes "
-                f"through it: start `python -m app serve --logdir {logdir}` (webhooks with "
+                f"through it: start `{COMMAND} serve --logdir {logdir}` (webhooks with "
                 "--webhook URL or CLIFFWATCH_WEBHOOK_URL), then run this again")
 
     def call(self, method: str, path: str, payload: dict | None = None,
@@ -70,7 +71,7 @@ def silence(logdir, db, settings, rule: str, run: str, duration: str,
     made = server.call("POST", "/api/alerts/silences", payload)
     print(f"silence {made['id']}: rules matching {made['rule']!r} "
           f"({', '.join(made['matches'])}) on runs {made['run']!r} until {_when(made['until'])}")
-    print(f"  end it early with `python -m app alerts unsilence {made['id']}`")
+    print(f"  end it early with `{COMMAND} alerts unsilence {made['id']}`")
     return 0
 
 
@@ -103,7 +104,7 @@ def result_text(result: dict) -> str:
         why = (f"{waiting} earlier message(s) wait before it" if waiting
                else f"last attempt: {error}" if error else "not tried yet")
         return (f"not delivered yet after {result.get('attempts', 0)} attempt(s) ({why}); "
-                "it is retried: see `python -m app alerts list`")
+                f"it is retried: see `{COMMAND} alerts list`")
     return f"{status} ({http + ': ' if http else ''}{error})"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from ..command import COMMAND
 from ..db import queries
 from ..db.database import Database
 from ..db.readonly import jsonable, run_readonly
@@ -79,7 +80,7 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
                 holder = str(exc).split(" is held by ", 1)[1].split(".")[0]
                 raise CliffwatchError(
                     f"{db_path} is held by {holder}, which answers no queries (an `ingest` "
-                    f"that keeps following?). Run `python -m app serve --logdir DIR` to ingest "
+                    f"that keeps following?). Run `{COMMAND} serve --logdir DIR` to ingest "
                     f"and query at once, or stop that process.") from None
             time.sleep(0.3)
 

@@ -25,6 +25,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import state as server_state
+from ..command import COMMAND
 from ..errors import CliffwatchError
 
 X_UNITS = ("step", "elapsed", "time")
@@ -112,7 +113,7 @@ def guarded(body, *args) -> None:
         st.error(md(exc))
     except duckdb.Error as exc:
         st.warning(f"The monitor's database stopped answering ({type(exc).__name__}: {md(exc)}). "
-                   "If the server was stopped, start it again with `python -m app serve`, "
+                   f"If the server was stopped, start it again with `{COMMAND} serve`, "
                    "then reload this page.")
 
 

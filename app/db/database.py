@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 
+from ..command import COMMAND
 from ..errors import CliffwatchError
 from . import queries
 
@@ -37,8 +38,8 @@ class Database:
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise CliffwatchError(
-                f"no database at {self.path}; run `python -m app ingest --logdir DIR --once` "
-                "or start `python -m app serve --logdir DIR` first"
+                f"no database at {self.path}; run `{COMMAND} ingest --logdir DIR --once` "
+                f"or start `{COMMAND} serve --logdir DIR` first"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only, wait_s)

@@ -48,6 +48,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
+from ..command import COMMAND
 from ..errors import CliffwatchError
 from ..settings import Settings
 from . import queries
@@ -256,7 +257,7 @@ def _describe(exc: Exception, params: dict | None = None) -> str:
         # error would list every column of the view
         run = params.get("run")
         return (f"run {run!r} has no metric {params.get('metric')!r} (names match exactly, "
-                "case included); list its metrics with `python -m app sql --query run_columns "
+                f"case included); list its metrics with `{COMMAND} sql --query run_columns "
                 f"--param run={run}`")
     return text.split("\n\n")[0]
 

@@ -24,6 +24,7 @@ from ..alerts.duration import parse_duration
 from ..alerts.fields import glob_problem
 from ..alerts.rules import load_rules
 from ..alerts.targets import targets
+from ..command import COMMAND
 from ..db import queries
 from ..errors import CliffwatchError
 from .markers import markers
@@ -98,7 +99,7 @@ def add_silence(state, rule: str, run: str, duration_s: float, comment: str | No
     matches = [name for name in names if fnmatchcase(name, rule)]
     if not matches:
         raise CliffwatchError(f"no rule matches {rule!r}; the rules are: "
-                              f"{', '.join(names)} (`python -m app alerts list`)")
+                              f"{', '.join(names)} (`{COMMAND} alerts list`)")
     now = time.time()
     row = rows(state, "alerts/api_silence_insert", {
         "rule": rule, "run": run, "created_time": now, "until_time": now + duration_s,
@@ -117,7 +118,7 @@ def unsilence(state, ident: int) -> dict:
     if ended:
         return ended[0]
     if not rows(state, "alerts/api_silence", {"id": ident}):
-        raise CliffwatchError(f"no silence {ident}; `python -m app alerts list` shows the "
+        raise CliffwatchError(f"no silence {ident}; `{COMMAND} alerts list` shows the "
                               "silences in force", status=404)
     raise CliffwatchError(f"silence {ident} has already ended", status=409)
 
@@ -148,7 +149,7 @@ def queue_test(state, target_ids: list[str], key: str) -> int:
     facts = {"rule": "test", "type": "test", "severity": "info", "kind": "test", "run": None,
              "metric": None, "value": None, "typical": None, "step": None, "time": now,
              "causes": [], "evidence": [], "checkpoint": None,
-             "summary": "sent by `python -m app alerts test`; this webhook works"}
+             "summary": f"sent by `{COMMAND} alerts test`; this webhook works"}
     cur = state.monitor.db.cursor()
     cur.begin()
     try:

@@ -18,6 +18,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
+from ..command import COMMAND
 from . import charts, export, panels, source
 
 
@@ -38,7 +39,7 @@ def choose_run(view: source.RunView) -> str | None:
         st.error(f"No run named {source.md(repr(view.run))} in {source.md(source.logdir())}. "
                  "A run is a folder there holding metrics.jsonl; the Runs page (/) lists every run"
                  + (f" (e.g. {shown})" if names else "")
-                 + ", as does `python -m app sql --query runs`.")
+                 + f", as does `{COMMAND} sql --query runs`.")
         return None
     return view.run
 

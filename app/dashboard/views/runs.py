@@ -14,6 +14,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
+from ..command import COMMAND
 from . import source
 
 RUN_PAGE = "views/run.py"
@@ -36,7 +37,7 @@ def waiting() -> None:
     st.info(f"Waiting for logs in {logdir} ... Each run is a folder there holding "
             "`metrics.jsonl` (one JSON object per line with an integer `step` and numbers, "
             'e.g. `{"step": 1, "loss": 0.79}`), and optionally `events.jsonl` and `run.json` '
-            "(docs/log-format.md). `python -m app replay samples/seed-cliff --to "
+            f"(docs/log-format.md). `{COMMAND} replay samples/seed-cliff --to "
             f"{source.logdir()}/seed-cliff` writes an example run.")
 
 
