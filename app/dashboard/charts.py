@@ -37,7 +37,7 @@ AXIS_TITLES = {"step": "step", "elapsed": "elapsed (s)", "time": "time"}
 # Marker colours: incidents by their kind (detail), everything else by kind.
 MARKER_COLORS = {"checkpoint": "#7f7f7f", "epoch": "#1f77b4", "resume": "#9467bd",
                  "spike": "#ff7f0e", "cliff": "#d62728", "stall": "#8c564b",
-                 "nonfinite": "#17becf", "alert": "#e377c2"}
+                 "nonfinite": "#17becf", "straggler": "#bcbd22", "alert": "#e377c2"}
 SPAN_KINDS = ("checkpoint", "incident")  # drawn from x0 to x1; the rest are rules at x0
 _ALTAIR_GLOBALS = threading.Lock()
 # Every panel's y axis takes the same width, so stacked panels (drawn as separate charts)

@@ -9,6 +9,10 @@ Vocabulary (most likely first when several apply):
 - ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
 - ``unknown``: none of these.
 
+A straggler (a slow rank, ``straggler.py``) is judged from the rank files, not these lines: its
+causes are ``input_wait`` (its input pipeline's wait explains the lost time) and
+``slow_rank`` (which rank, by how much, since when), given by ``straggler.explain``.
+
 For example the seed's spike at step 2029 reads::
 
     checkpoint: checkpoint at step 2000 blocked the training loop for 155.2 s, 2 lines before

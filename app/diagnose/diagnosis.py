@@ -1,4 +1,5 @@
-"""Diagnosis of whole runs (on demand) and live (as lines arrive), with the same detector.
+"""Diagnosis of whole runs (on demand) and live (as lines arrive), with the same detectors:
+``detect.py`` over each run's metric lines, ``straggler.py`` over its rank lines.
 
     incidents = diagnose(cursor, watch)          # every run, whole
     live = LiveDiagnosis(db, watch); live.update()   # after each ingest tick
@@ -17,6 +18,7 @@ import pyarrow as pa
 
 from ..db import queries
 from ..ingest.parse import records_table
+from . import straggler
 from .causes import (
     BucketRuns,
     RunContext,
@@ -29,7 +31,7 @@ from .detect import BASELINE, Incident, RunDetector, Watch
 from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
-KIND_RANK = {"nonfinite": 0, "cliff": 1, "spike": 2, "stall": 3}
+KIND_RANK = {"nonfinite": 0, "cliff": 1, "spike": 2, "stall": 3, straggler.KIND: 4}
 INCIDENT_SCHEMA = pa.schema([
     ("run", pa.string()), ("kind", pa.string()), ("metric", pa.string()),
     ("step", pa.int64()), ("end_step", pa.int64()), ("worst_step", pa.int64()),
@@ -64,7 +66,8 @@ def diagnose_run(cursor, run: str, watch: Watch) -> list[Incident]:
     detector = RunDetector(run, watch)
     found: dict[tuple, Incident] = {}
     collect(detector.feed(run_lines(cursor, run, watch)), found)
-    return with_causes(cursor, run, list(found.values()))
+    # a straggler comes with its causes: the metric lines' causes do not apply to rank lines
+    return with_causes(cursor, run, list(found.values())) + straggler.diagnose_run(cursor, run)
 
 
 def diagnose(cursor, watch: Watch, runs: list[str] | None = None) -> list[Incident]:
@@ -76,17 +79,18 @@ def diagnose(cursor, watch: Watch, runs: list[str] | None = None) -> list[Incide
 
 
 def severity(incident: Incident | dict) -> tuple:
-    """Sort key, most severe first: non-finite values, then cliffs, spikes, stalls; within a
-    kind, the biggest departure from the baseline."""
+    """Sort key, most severe first: non-finite values, then cliffs, spikes, stalls,
+    stragglers (a kind of a later version last); within a kind, the biggest departure from the
+    baseline."""
     get = incident.get if isinstance(incident, dict) else incident.__getattribute__
     kind, value, baseline = get("kind"), _number(get("value")), _number(get("baseline"))
-    if kind in ("stall", "spike"):
+    if kind in ("stall", "spike", straggler.KIND):
         size = value / baseline if baseline else math.inf
     elif kind == "cliff":
         size = baseline / max(value, 1e-12) if baseline else 0.0
     else:
         size = math.inf
-    return (KIND_RANK[kind], -size, get("run"), get("step"))
+    return (KIND_RANK.get(kind, len(KIND_RANK)), -size, get("run"), get("step"))
 
 
 def _number(value) -> float:
@@ -208,12 +212,15 @@ def _window(lines: dict[str, np.ndarray], incident: Incident) -> pd.DataFrame | 
 class LiveDiagnosis:
     """Feeds each run's new lines to its detector and stores what it finds in `incidents`.
     A tick costs what its new lines cost, whatever the length of the run: one query for the
-    runs and the events stored since the last tick, one per run for its new lines, and one
-    write per incident found or grown (their causes judged from their own windows)."""
+    runs and the events stored since the last tick, one per run for its new lines, one for
+    every run's new rank lines, and one write per incident found or grown (their causes
+    judged from their own windows)."""
 
     def __init__(self, db, watch: Watch):
         self.db, self.watch = db, watch
         self.runs: dict[str, LiveRun] = {}
+        self.stragglers: dict[str, straggler.Stragglers] = {}
+        self.last_rank_line = -1  # ranks_all's rowid judged so far, every run's
         self.last_event = -1  # events' rowid judged so far, every run's
         self.stored: dict[tuple, tuple] = {}  # incident -> the causes this process stored
 
@@ -235,7 +242,22 @@ class LiveDiagnosis:
                 live.attribute(cursor, new + again, per_epoch, {i.key for i in touched})
                 changed += self._store(cursor, new + again)
         self.last_event = last_event  # only now: a failed tick reads the same events again
-        return changed
+        return changed + self._stragglers(cursor)
+
+    def _stragglers(self, cursor) -> int:
+        """Feed every run's new rank lines to its straggler detector (one query for all runs:
+        most runs have no rank files) and store what it found, grew or ended."""
+        params = {"run": None, "after": self.last_rank_line}
+        read = queries.arrow if self.last_rank_line < 0 else queries.arrow_small
+        table = read(cursor, "diagnose/rank_lines", params)
+        if not table.num_rows:
+            return 0
+        found = []
+        for run, lines in straggler.by_run(table):
+            detector = self.stragglers.setdefault(run, straggler.Stragglers(run))
+            found += detector.feed(lines)
+        self.last_rank_line = int(table["line_id"][-1].as_py())
+        return self._store(cursor, found) if found else 0
 
     def _runs(self, cursor) -> tuple[dict[str, int | None], dict[str, list[int]], int]:
         """Every run with its steps per epoch, the steps of each run's events stored since the

@@ -25,7 +25,8 @@ def as_dict(incident: Incident) -> dict:
 
 def text(incidents: list[dict], scope: str) -> str:
     if not incidents:
-        return f"No incidents in {scope}: no stalls, spikes, cliffs or non-finite values.\n"
+        return (f"No incidents in {scope}: no stalls, spikes, cliffs, non-finite values or "
+                "stragglers.\n")
     ordered = sorted(incidents, key=severity)
     lines = [f"{len(ordered)} incident{'s' if len(ordered) != 1 else ''} in {scope}, most "
              "severe first.", ""]
@@ -46,6 +47,9 @@ def _headline(i: dict) -> str:
     if i["kind"] == "stall":
         return (f"STALL {where}: {seconds(value)} without a log line, {value / base:.1f}x the "
                 f"typical {seconds(base)}.")
+    if i["kind"] == "straggler":
+        return (f"STRAGGLER {i['metric']} {where}: {seconds(value)} per step, "
+                f"{value / base:.1f}x the other ranks' {seconds(base)}.")
     if i["kind"] == "nonfinite":
         last = "none" if i["baseline"] is None else f"{_num(i['baseline']):.4g}"
         return f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value {last})."

@@ -37,26 +37,31 @@ from .causes import seconds
 from .detect import Incident
 
 KIND = "straggler"
-# A line's ratio (its seconds per step over the other ranks' median over the same steps) is
-# noisy: one step of one rank can take twice the others' for no lasting reason. The rule
-# looks at the median of a rank's last WINDOW ratios: it moves only once more than half of
-# them are slow, so a checkpoint, a pause or a burst shorter than WINDOW / 2 lines never
-# reaches it, and with per-step noise of 30% (coefficient of variation) the median of 100
-# ratios stays within about +-5% of 1, far from RATIO.
+# One line of one rank can take twice the others' for no lasting reason, so the rule looks at
+# a rank's last WINDOW judged lines together. Under it, a checkpoint, a pause or a burst
+# shorter than WINDOW / 2 lines moves none of the figures below past its threshold.
 WINDOW = 100
-# Ranks of one job are alike; a few per cent apart is placement (NUMA, PCIe, a busier host)
-# and no fault. 1.3x means the job (which waits for its slowest rank at every
-# synchronisation) runs at most 77% of the speed it could.
+# The share of those lines on which the rank was slower than the other ranks' median over the
+# same steps. For ranks alike it is 1/2 whatever the distribution of step times (a rank's
+# step is as likely above the others' median as below; a rank logging every step against
+# ranks logging every tenth is below more often, as their clocks smooth their hiccups out),
+# so over 100 lines its standard deviation is 0.05 and 0.8 is six of them away. Without it,
+# exponential step times (noise as large as the step) made the ratio below cross 1.3 dozens
+# of times in 5,000 lines.
+SHARE = 0.8
+# ... and the rank's median seconds per step over the window at least RATIO times the other
+# ranks' median: ranks of one job a few per cent apart is placement (NUMA, PCIe, a busier
+# host), no fault; at 1.3x a job that waits for its slowest rank runs at most 77% speed.
 RATIO = 1.3
 # ... and at least this many seconds more per step: elapsed_s is logged to the millisecond,
-# so on very short steps a ratio alone could be the rounding (5x the 1 ms resolution).
+# so on very short steps a ratio alone could be rounding (5x the 1 ms resolution).
 MIN_EXCESS_S = 0.005
-# Lines the rule must hold without a break before it is an incident (after the median has
-# crossed, i.e. about WINDOW / 2 + HOLD slow lines in all): two slow stretches each shorter
-# than that never add up to one incident.
+# Lines the rule must hold in a row, once the window's figures have crossed (so about
+# WINDOW / 2 + HOLD slow lines in all), before it is an incident.
 HOLD = 50
-# An episode lasts while the median stays above half the excess (hysteresis: a straggler
-# near the threshold is one long incident, not many short ones).
+# An episode lasts while each figure stays above about half its threshold's margin
+# (hysteresis: a straggler near the threshold is one long incident, not many short ones).
+KEEP_SHARE = 0.65
 KEEP_RATIO = 1.0 + (RATIO - 1.0) / 2
 KEEP_EXCESS_S = MIN_EXCESS_S / 2
 # The input wait explains a straggler when its extra wait (data_wait_s) per logged step is at
@@ -88,8 +93,9 @@ class Rank:
 
     def drop(self, count: int) -> None:
         if count > 0:
-            self.steps, self.clocks = self.steps[count:], self.clocks[count:]
-            self.waits, self.ids = self.waits[count:], self.ids[count:]
+            # copies: a view would keep a whole run's first read alive
+            self.steps, self.clocks = self.steps[count:].copy(), self.clocks[count:].copy()
+            self.waits, self.ids = self.waits[count:].copy(), self.ids[count:].copy()
             self.next -= count
 
 
@@ -160,7 +166,7 @@ class Stragglers:
     def _episodes(self, number: int, me: Rank, judged: dict[str, np.ndarray],
                   others: int) -> list[Incident]:
         """Run the rule over newly judged lines: an episode opens after HOLD lines in a row
-        over the threshold, grows while the median stays over KEEP_RATIO, then ends."""
+        over the thresholds, grows while they stay over the keep levels, then ends."""
         old = len(me.tail.get("step", ()))
         tail = {k: np.concatenate([me.tail[k], judged[k]]) if old else judged[k] for k in JUDGED}
         hot, warm = rule(tail, me.judged - old)
@@ -188,7 +194,7 @@ class Stragglers:
                 continue
             me.streak = me.streak + run_end - pos if run_end == n else 0
             pos = run_end + 1
-        me.tail = {k: v[-TAIL:] for k, v in tail.items()}
+        me.tail = {k: v[-TAIL:].copy() for k, v in tail.items()}
         return list(changed.values())
 
     def _incident(self, number: int, tail: dict[str, np.ndarray], confirmed: int,
@@ -252,28 +258,38 @@ class _Lines:
 
 
 def rule(tail: dict[str, np.ndarray], first: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per judged line (the tail's first is the rank's line number ``first``): whether the
-    medians of its last WINDOW lines are over the threshold (hot) and over the episode's keep
-    level (warm). False until WINDOW lines are judged, however the lines came in batches."""
+    """Per judged line (the tail's first is the rank's line number ``first``): whether its
+    last WINDOW lines are over the thresholds (hot) and over the episode's keep levels (warm):
+    the share slower than the others, the ratio and the difference of the medians. False
+    until WINDOW lines are judged, however the lines came in batches."""
     n = len(tail["ratio"])
     window = min(WINDOW, n)  # bottleneck wants window <= length; the mask below decides
-    ratio = bn.move_median(tail["ratio"], window, min_count=WINDOW // 2)
-    excess = bn.move_median(tail["excess"], window, min_count=WINDOW // 2)
+    least = min(WINDOW // 2, window)  # lines with a baseline a window's figures need
+    known = ~np.isnan(tail["base"])
+    mine = bn.move_median(np.where(known, tail["rate"], np.nan), window, min_count=least)
+    theirs = bn.move_median(tail["base"], window, min_count=least)
+    slower = bn.move_mean(np.where(known, tail["rate"] > tail["base"], np.nan), window,
+                          min_count=least)
     full = first + np.arange(n) >= WINDOW - 1
-    with np.errstate(invalid="ignore"):
-        hot = full & (ratio >= RATIO) & (excess >= MIN_EXCESS_S)
-        warm = full & (ratio >= KEEP_RATIO) & (excess >= KEEP_EXCESS_S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio, excess = mine / theirs, mine - theirs
+        hot = full & (slower >= SHARE) & (ratio >= RATIO) & (excess >= MIN_EXCESS_S)
+        warm = full & (slower >= KEEP_SHARE) & (ratio >= KEEP_RATIO) & (excess >= KEEP_EXCESS_S)
     return hot, warm
 
 
 def onset_of(ratio: np.ndarray, confirmed: int) -> int:
     """Where the slow stretch began: within the window of its first line over the threshold,
-    the line from which on slow lines (ratio >= RATIO) outnumber the others the most (for a
-    clean change of pace, exactly the first slow line)."""
+    the line from which on slow lines outnumber the others the most (for a clean change of
+    pace, exactly the first slow line). A line is slow when its ratio is past the midpoint
+    between 1 and the ratio the HOLD lines held: a rank that logs every step against ranks
+    that log every tenth shows a lower ratio per line than it has over ten steps, as the
+    others' clocks smooth their own noise out."""
     first = confirmed - HOLD + 1
     lo = max(first - WINDOW + 1, 0)
+    held = _median(ratio[first:confirmed + 1])
     with np.errstate(invalid="ignore"):
-        votes = np.where(ratio[lo:confirmed + 1] >= RATIO, 1, -1)
+        votes = np.where(ratio[lo:confirmed + 1] >= (1.0 + held) / 2, 1, -1)
     from_here = np.cumsum(votes[::-1])[::-1]
     return lo + int(np.argmax(from_here[:first - lo + 1]))
 
@@ -296,9 +312,11 @@ def explain(incident: Incident) -> tuple[list[str], list[str]]:
 
 
 def _row_median(values: np.ndarray) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a row of NaN: its median is NaN
-        return np.nanmedian(values, axis=1) if values.shape[1] else np.full(len(values), np.nan)
+    """Each row's median, NaN skipped (a row of NaN: NaN); numpy's nanmedian took half a
+    second over a run's 800,000 lines."""
+    if not values.shape[1]:
+        return np.full(len(values), np.nan)
+    return bn.nanmedian(values, axis=1)
 
 
 def _median(values: np.ndarray) -> float:

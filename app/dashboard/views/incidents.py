@@ -15,7 +15,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
 
 from . import source
 
-KINDS = ("spike", "cliff", "stall", "nonfinite")
+KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler")
 ALL = "every run"
 
 
