@@ -150,3 +150,28 @@ def test_a_checkpoint_folders_trainer_state_is_no_run_of_its_own(tmp_path):
         reasons = query(mon, "SELECT file, severity FROM ingest_errors ORDER BY file")
         assert reasons == [("out/checkpoint-1000/trainer_state.json", "info"),
                            ("out/checkpoint-500/trainer_state.json", "info")]
+
+
+def test_per_step_rows_and_per_epoch_summaries_in_one_file(tmp_path):
+    """A log that interleaves per-step rows with per-epoch summary rows keeps both as rows of
+    the run: the summaries apart from the training line (so the training line's steps still
+    rise), each marking an epoch boundary."""
+    lines = []
+    for epoch in range(3):
+        for step in range(epoch * 100 + 1, epoch * 100 + 101):
+            lines.append({"step": step, "loss": 1.0 / step, "lr": 0.1})
+        lines.append({"epoch": epoch, "step": epoch * 100 + 100, "train_loss": 0.5 / (epoch + 1),
+                      "val_loss": 0.6 / (epoch + 1)})
+    path = tmp_path / "logs" / "mixed" / "train_log.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT count(*), min(step), max(step) FROM metrics") == [(300, 1, 300)]
+        assert query(mon, "SELECT kind, step, val_loss FROM evals ORDER BY step") == [
+            ("summary", 100 * (e + 1), 0.6 / (e + 1)) for e in range(3)]
+        assert query(mon, "SELECT count(*) FROM attempts") == [(1,)]
+        assert [r[0] for r in query(mon, "SELECT step FROM events WHERE kind = 'epoch_start' "
+                                    "ORDER BY step")] == [100, 200, 300]
+        assert query(mon, "SELECT count(*) FROM ingest_errors WHERE severity <> 'info'") == [
+            (0,)]
