@@ -153,6 +153,20 @@ def bucket_strip(strip: pd.DataFrame, *, x: str = "step",
         tooltip=["step:Q", "micro:Q", "bucket:N", alt.Tooltip("share:Q", format=".0%")])
 
 
+def rank_chart(times: pd.DataFrame, *, x_domain: Sequence[float] | None = None,
+               height: int = 230) -> alt.Chart:
+    """Seconds per step of each rank on the step axis (app/read/ranks.py): a straggler is the
+    line above the others."""
+    rows = times[["rank", "attempt", "step", "seconds_per_step", "fastest", "slowest"]]
+    return alt.Chart(rows, height=height, title="seconds per step, by rank").mark_line(
+        clip=True, point=len(rows) < 60).encode(
+        x=_x("step", "step", x_domain), y=_y("seconds_per_step", "s per step"),
+        color=alt.Color("rank:N", legend=alt.Legend(orient="top")),
+        detail="attempt:N",
+        tooltip=["rank:N", "attempt:Q", "step:Q", alt.Tooltip("seconds_per_step:Q", format=".3f"),
+                 alt.Tooltip("fastest:Q", format=".3f"), alt.Tooltip("slowest:Q", format=".3f")])
+
+
 def vega_lite(chart: alt.TopLevelMixin) -> dict:
     """The chart as the Vega-Lite dict ``st.vega_lite_chart`` draws, each dataset a DataFrame
     (Streamlit sends it as Arrow), as ``st.altair_chart`` would make it but without checking

@@ -26,6 +26,7 @@ HEIGHT = 230
 STRIP_HEIGHT = 250
 LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
 STRIP = "buckets"  # the strip's panel name (never a metric's: it is not in `metrics`)
+RANKS = "rank step time"  # per-rank seconds per step of a multi-process run (on x = step)
 
 
 @dataclass
@@ -65,6 +66,14 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
             chart = charts.bucket_strip(strip, x=x, x_domain=domain, height=STRIP_HEIGHT)
             out.charts.append(Panel(STRIP, charts.vega_lite(chart), STRIP_HEIGHT,
                                     pd.DataFrame({"x": strip["x0"], "step": strip["step"]})))
+    ranks = source.rank_times(run, version) if x == "step" else pd.DataFrame()
+    if not ranks.empty:
+        shown = ranks[(ranks["step"] >= (lo if lo is not None else -2**63))
+                      & (ranks["step"] <= (hi if hi is not None else 2**63 - 1))]
+        if not shown.empty:
+            chart = charts.rank_chart(shown, x_domain=domain, height=HEIGHT)
+            out.charts.append(Panel(RANKS, charts.vega_lite(chart), HEIGHT,
+                                    shown[["step"]].assign(x=shown["step"])))
     return out
 
 

@@ -199,6 +199,14 @@ def strip(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
     return strip_mod.bucket_strip(cursor(), run, lo=lo, hi=hi, x=x)
 
 
+@st.cache_data(max_entries=128, show_spinner=False)
+def rank_times(run: str, version: tuple) -> pd.DataFrame:
+    """Seconds per step of each rank (empty for a run without rank{N}.jsonl files)."""
+    from ..read import ranks
+
+    return ranks.step_times(cursor(), run)
+
+
 @st.cache_data(ttl=1.0, show_spinner=False)
 def incidents_table(run: str | None, kinds: tuple | None) -> pd.DataFrame:
     from ..read import incidents as incidents_mod

@@ -8,6 +8,7 @@ which outlive one AppTest in this process.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -15,6 +16,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app import state
+from app.dashboard import source
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis
 from app.ingest.worker import IngestWorker
@@ -279,6 +281,28 @@ def test_a_run_longer_than_the_ad_hoc_row_cap_is_charted_to_its_last_line(tmp_pa
         drawn = drawn_series(charts(at)[0])
         assert max(drawn["x"]) > 14_900 and len(drawn["x"]) <= 2_000
         assert max(drawn.get("hi") or drawn["value"]) == 10  # the spike at step 14,990
+    finally:
+        state.set_current(None)
+        st.cache_data.clear()
+        monitor.close()
+
+
+def test_run_page_of_a_multi_rank_run_draws_seconds_per_step_by_rank(tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "ddp").mkdir(parents=True)
+    for rank, pace in ((0, 0.5), (1, 0.5), (2, 0.9)):
+        (logs / "ddp" / f"rank{rank}.jsonl").write_text("".join(
+            json.dumps({"step": s, "elapsed_s": round(s * pace, 3)}) + "\n" for s in range(1, 41)))
+    (logs / "ddp" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in range(1, 41)))
+    monitor = serve_in_process(logs)
+    try:
+        at = page("views/run.py", run="ddp")
+        ranked = [c for c in charts(at) if "seconds per step, by rank" in c.proto.spec]
+        assert len(ranked) == 1 and not at.error
+        times = source.rank_times("ddp", source.version("ddp"))
+        slow = times.groupby("rank")["seconds_per_step"].median()
+        assert list(slow.index) == [0, 1, 2] and slow[2] > 1.5 * slow[0]
     finally:
         state.set_current(None)
         st.cache_data.clear()

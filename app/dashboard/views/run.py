@@ -118,9 +118,9 @@ def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
 
 def draw(run: str, item: panels.Panel, view: source.RunView) -> None:
     """One panel with its PNG download; a drag on it zooms the whole page."""
-    if item.metric == panels.STRIP:
+    if item.metric in (panels.STRIP, panels.RANKS):  # no brush: drawn, not zoomed from
         st.vega_lite_chart(spec=item.spec, width="stretch", height=item.height,
-                           alt=f"bucket strip of {run}")
+                           alt=f"{item.metric} of {run}")
         return
     key = f"chart-{item.metric}-{view.x}-{view.lo}-{view.hi}"  # a new range: a fresh brush
     event = st.vega_lite_chart(spec=item.spec, on_select="rerun", key=key, width="stretch",
