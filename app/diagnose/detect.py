@@ -1,8 +1,9 @@
 """Incident detection over one run's timeline, fed in batches of any size.
 
-Every decision about line ``i`` uses only the ``BASELINE`` lines before it and, for a cliff,
-the ``CLIFF_STAYS`` lines after it, so feeding a run line by line (live) or all at once
-(``python -m app diagnose``) finds the same incidents. An incident looks like::
+Every decision about line ``i`` uses only the ``BASELINE`` lines before it (a spike also the
+sudden rises of the ``SPIKE_HISTORY`` lines before it) and, for a cliff, the ``CLIFF_STAYS``
+lines after it, so feeding a run line by line (live) or all at once (``python -m app
+diagnose``) finds the same incidents. An incident looks like::
 
     Incident(run="seed-cliff", kind="spike", metric="loss", step=2029, end_step=2035,
              value=13.0, baseline=0.75, line_id=1002, from_line_id=997, worst_step=2029)
@@ -13,6 +14,15 @@ bottom of a cliff) and ``worst_step`` where it was logged.
 Thresholds are robust to normal noise: the baseline is the median of the previous 20 lines and
 the noise scale their interquartile range, so a 12% wobble or a single 40% slower interval is
 not an incident, and a spike must be sudden (a warm-up ramp rises a little every line).
+
+A spike must also stand out from the run's own history. Some metrics are heavy-tailed: a
+gradient norm that sits at 0.28 jumps to 0.6-1.0 every thousand steps or so, dozens of noise
+scales above its baseline, and a person who sees the whole chart calls that texture, not an
+incident. So a spike rises at least ``SPIKE_MARGIN`` times as far above its baseline as the
+run's second-largest sudden rise of the previous ``SPIKE_HISTORY`` lines (the second, so that
+one earlier spike does not hide the next). On light-tailed noise that bar sits near the 8 noise
+scales asked anyway (the second-largest of a few thousand Gaussian rises is about 3 of them),
+so it only bites where the run has shown large rises before.
 """
 
 from __future__ import annotations
@@ -42,6 +52,10 @@ CLIFF_REL = 0.3  # at least 30% below the baseline ...
 CLIFF_SIGMAS = 8.0
 NOISE_FLOOR = 0.01  # the noise scale is at least this fraction of the baseline
 SUDDEN = 0.5  # a spike: at least this fraction of its excess arrived in one line
+SPIKE_HISTORY = 5000  # lines of the run's past whose sudden rises are a spike's yardstick:
+# long enough to hold a heavy-tailed metric's rare large rises, bounded so live cost is flat
+SPIKE_RANK = 2  # the yardstick is the second-largest of those rises ...
+SPIKE_MARGIN = 3.0  # ... and a spike rises at least this many times as far
 LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
 # The frame's own working columns start with a NUL: ingest/columns.py writes a control
 # character in a key as its escape text, so no metric column can be named like these.
@@ -51,7 +65,8 @@ NONFINITE = PRIVATE + "nonfinite:"  # frame columns flagging NaN/inf (NULL is no
 NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
 SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
-    "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN},
+    "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN,
+               "history": SPIKE_HISTORY, "rank": SPIKE_RANK, "margin": SPIKE_MARGIN},
     "cliffs": {**_SHARED, "sigmas": CLIFF_SIGMAS, "drop": CLIFF_REL, "stays": CLIFF_STAYS},
 }
 
@@ -133,29 +148,79 @@ def noise_scale(values: np.ndarray, median: np.ndarray, rules: dict) -> np.ndarr
                       rules["floor"] * np.abs(median))
 
 
-def shift_mask(kind: str, values: np.ndarray, rules: dict | None = None) -> tuple:
+def rises(values: np.ndarray, median: np.ndarray, sudden: float) -> np.ndarray:
+    """Each line's sudden rise: how far it is above its baseline, where at least ``sudden`` of
+    that arrived in one line (as a spike's must); NaN on every other line."""
+    excess = values - median
+    with np.errstate(invalid="ignore"):
+        rose = (excess > 0) & (np.diff(values, prepend=np.nan) > sudden * excess)
+    return np.where(rose, excess, np.nan)
+
+
+def usual_rise(rise: np.ndarray, lines: np.ndarray, rules: dict) -> np.ndarray:
+    """The yardstick at each of ``lines``: the ``rank``-th largest rise of the ``history`` lines
+    before it (NaN with fewer rises: no yardstick yet). Only a candidate needs it, so it is
+    computed line by line, not rolled over the whole run."""
+    history, rank = int(rules["history"]), int(rules["rank"])
+    out = np.full(len(lines), np.nan)
+    for i, line in enumerate(lines):
+        past = rise[max(0, line - history):line]
+        past = past[~np.isnan(past)]
+        if len(past) >= rank:
+            out[i] = np.partition(past, len(past) - rank)[len(past) - rank]
+    return out
+
+
+def shift_mask(kind: str, values: np.ndarray, rules: dict | None = None, start: int = 0,
+               rise: np.ndarray | None = None, rise_at: int = 0) -> tuple:
     """The spike (up) or cliff (down) rule for every line of one metric: (values with
     non-finite as NaN, whether the line is beyond the threshold, the baseline, and the level
-    the episode lasts beyond). ``rules``: SQL_PARAMS["spikes"] or ["cliffs"] (the default)."""
+    the episode lasts beyond). ``rules``: SQL_PARAMS["spikes"] or ["cliffs"] (the default).
+    Only lines from ``start`` on are judged (the others read as not beyond): the rule reads
+    ``window`` lines back, and for a spike ``history`` lines of ``rise`` (rises(); computed
+    here when not given), so a caller that judges a run's newest lines passes what it kept,
+    with the index in ``rise`` of ``values``' first line (``rise_at``)."""
     rules = rules or SQL_PARAMS["spikes" if kind == "spike" else "cliffs"]
     values = np.where(np.isfinite(values), values, np.nan)
+    first = max(0, start - int(rules["window"]) - 1)  # the lines the rule reads back
+    median, threshold = np.full(len(values), np.nan), np.full(len(values), np.nan)
+    ok = np.zeros(len(values), dtype=bool)
+    median[first:], threshold[first:], ok[first:] = _local_rule(kind, values[first:], rules)
+    ok[:start] = False
+    sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
+    with np.errstate(invalid="ignore"):
+        if kind == "spike":  # the bar the run's history sets, where the rest is met
+            lines = np.flatnonzero(ok & (values - median > threshold))
+            if len(lines):
+                if rise is None:
+                    whole = median if not first else trailing_median(
+                        values, rules["window"], rules["min_lines"])
+                    rise = rises(values, whole, rules["sudden"])
+                bar = rules["margin"] * usual_rise(rise, lines + rise_at, rules)
+                threshold[lines] = np.fmax(threshold[lines], bar)
+        mask = ok & (sign * (values - median) > threshold)
+    return values, mask, median, median + sign * 0.5 * threshold
+
+
+def _local_rule(kind: str, values: np.ndarray, rules: dict) -> tuple:
+    """What the ``window`` lines around each line say: (baseline, threshold, whether the line
+    is a sudden rise (spike) or stays down for ``stays`` lines (cliff))."""
     median = trailing_median(values, rules["window"], rules["min_lines"])
     scale = noise_scale(values, median, rules)
-    sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
+    sign = 1.0 if kind == "spike" else -1.0
     rel = rules["ratio"] - 1.0 if kind == "spike" else rules["drop"]
     threshold = np.maximum(rules["sigmas"] * scale, rel * np.abs(median))
     excess = sign * (values - median)
-    level = median + sign * 0.5 * threshold
     with np.errstate(invalid="ignore"):
-        mask = excess > threshold
         if kind == "spike":  # sudden: most of the excess arrived in one line
-            mask &= sign * np.diff(values, prepend=np.nan) > rules["sudden"] * excess
-        else:  # and it stays down
-            for k in range(1, rules["stays"] + 1):
-                ahead = np.full(len(values), np.nan)
-                ahead[:max(len(values) - k, 0)] = values[k:]
-                mask &= ahead < level
-    return values, mask, median, level
+            return median, threshold, np.diff(values, prepend=np.nan) > rules["sudden"] * excess
+        level = median - 0.5 * threshold
+        ok = np.ones(len(values), dtype=bool)
+        for k in range(1, rules["stays"] + 1):  # and it stays down
+            ahead = np.full(len(values), np.nan)
+            ahead[:max(len(values) - k, 0)] = values[k:]
+            ok &= ahead < level
+    return median, threshold, ok
 
 
 class RunDetector:
@@ -168,6 +233,10 @@ class RunDetector:
         self.frontier = dict.fromkeys(LOOKAHEAD, 0)  # first undecided line per kind
         self.open: dict[tuple[str, str], Incident] = {}
         self.last_end: dict[tuple[str, str], int] = {}
+        # per spike metric, the rise (see rises()) of each line from rise_base on: a spike's
+        # yardstick reads SPIKE_HISTORY lines back, the frame only BASELINE
+        self.rises: dict[str, np.ndarray] = {}
+        self.rise_base = 0
 
     def feed(self, batch: pd.DataFrame) -> list[Incident]:
         """Judge the new lines; returns incidents found or grown by them."""
@@ -212,11 +281,17 @@ class RunDetector:
                 "from_line_id": int(ids.iat[self._pos(earlier)]), "end_line": line}
 
     def _trim(self) -> None:
-        keep_from = min(self.frontier.values()) - BASELINE - 2
-        drop = keep_from - self.base
+        """Keep what the next lines are judged from: the baseline's lines, and the rises a
+        spike's yardstick reads (kept, not computed again, so a tick costs what its lines do)."""
+        undecided = min(self.frontier.values())
+        drop = undecided - BASELINE - 2 - self.base
         if drop > 0:
             self.frame = self.frame.iloc[drop:].reset_index(drop=True)
             self.base += drop
+        drop = undecided - SPIKE_HISTORY - self.rise_base
+        if drop > 0:
+            self.rises = {m: rise[drop:] for m, rise in self.rises.items()}
+            self.rise_base += drop
 
     def _candidates(self, kind: str, mask: np.ndarray, n: int, ahead: int) -> np.ndarray:
         start = self.frontier[kind] - self.base
@@ -249,9 +324,30 @@ class RunDetector:
 
     # ---- spikes and cliffs ------------------------------------------------------------------
 
+    def _rise(self, metric: str, values: np.ndarray) -> np.ndarray:
+        """The rises of ``metric`` from rise_base on, the frame's new lines' computed now (from
+        them and the baseline's lines before them). A metric first seen now had no value
+        before the frame's lines (its column came with them)."""
+        known = self.rises.get(metric)
+        if known is None:
+            known = np.full(self.base - self.rise_base, np.nan)
+        new = self.rise_base + len(known) - self.base  # frame row of the first line not known
+        if new < len(values):
+            first = max(0, new - BASELINE - 1)
+            part = np.where(np.isfinite(values[first:]), values[first:], np.nan)
+            rules = SQL_PARAMS["spikes"]
+            rise = rises(part, trailing_median(part, rules["window"], rules["min_lines"]),
+                         rules["sudden"])
+            known = np.concatenate([known, rise[new - first:]])
+        self.rises[metric] = known
+        return known
+
     def _level_shift(self, kind: str, metric: str, n: int) -> list[Incident]:
         values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
-        values, mask, median, level = shift_mask(kind, values)
+        start = max(0, self.frontier[kind] - self.base)  # the lines not judged yet
+        rise = self._rise(metric, values) if kind == "spike" else None
+        values, mask, median, level = shift_mask(kind, values, start=start, rise=rise,
+                                                 rise_at=self.base - self.rise_base)
         found = []
         for line in self._candidates(kind, mask, n, LOOKAHEAD[kind]):
             if line <= self.last_end.get((kind, metric), -1):
