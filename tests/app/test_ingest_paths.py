@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from app.ingest.chunk import Scan
 from tests.app.test_ingest_bad_input import ingest, query
 
 LINES = 30_000
@@ -82,3 +83,32 @@ def test_odd_line_after_the_sample(tmp_path, bad, severity, reason, kept):
             assert query(mon, "SELECT flag FROM metrics WHERE step = 22000") == [(1.0,)]
         if b"event" in bad:
             assert query(mon, "SELECT kind, step FROM events") == [("checkpoint_start", 22000)]
+
+
+@pytest.mark.parametrize(("value", "number"), [
+    (b"0.5", True), (b"-1e-05", True), (b"null", True), (b"NaN", True), (b"[1, 2]", True),
+    (b'"0.5"', False), (b"true", False), (b" false", False), (b'{"a": 1}', False),
+    (b'["a"]', False), (b"-Infinity", False)])
+def test_the_scan_finds_any_value_that_is_no_number(value, number):
+    """What the byte scan lets through, DuckDB stores as it is: a value that is no number
+    (which DuckDB would cast, or store as 1.0) must send the lines to the careful path."""
+    line = b'{"step": 7, "x": ' + value + b', "lr": 0.1}\n'
+    whole, chunk = Scan(steps=False), Scan()
+    whole.add_block(line)
+    chunk.add(line)
+    assert (whole.finish().clean, chunk.clean) == (number, number)
+
+
+def test_a_number_in_quotes_is_noted_even_beside_a_key_holding_a_colon(tmp_path):
+    # the old check counted the file's quotes against its colons: the colon of "a:b" paid for
+    # the quotes of "0.5", the log passed as clean and DuckDB stored 0.5 without a word
+    lines = [b'{"step": %d, "c": 0.25}' % s for s in range(1, 30_001)]
+    lines[4] = b'{"step": 5, "a:b": 1, "c": 0.25}'  # inside DuckDB's sample: a column
+    lines[22_000] = b'{"step": 22001, "c": "0.5"}'
+    path = tmp_path / "logs" / "q" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with ingest(tmp_path / "logs") as mon:
+        (offset, reason), = query(mon, 'SELECT "offset", reason FROM ingest_errors')
+        assert offset == sum(len(x) + 1 for x in lines[:22_000]) and "not a number" in reason
+        assert query(mon, "SELECT count(*) FROM metrics") == [(30_000,)]
