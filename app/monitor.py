@@ -30,6 +30,13 @@ def _scratch_dir(db_path: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"cliffwatch-{os.getpid()}-", dir=base))
 
 
+def _links_dir(db_path: Path) -> Path:
+    """A private folder beside the database, usually on the logs' filesystem: whole logs are
+    hard-linked into it for DuckDB to read (chunk.whole_file) instead of copied."""
+    _sweep_stale(db_path.parent)  # a killed process's links keep only names, never data
+    return Path(tempfile.mkdtemp(prefix=f"cliffwatch-{os.getpid()}-", dir=db_path.parent))
+
+
 def _sweep_stale(base: Path) -> None:
     """Remove scratch folders of monitors that died without cleaning up (SIGKILL, OOM)."""
     for folder in base.glob("cliffwatch-*-*"):
@@ -49,9 +56,14 @@ class Monitor:
     db: Database
     tailer: Tailer
     scratch: Path
+    links: Path | None = None
 
     @classmethod
-    def open(cls, logdir: Path, settings, db_path: Path | None = None) -> Monitor:
+    def open(cls, logdir: Path, settings, db_path: Path | None = None,
+             link_logs: bool = False) -> Monitor:
+        """``link_logs``: DuckDB reads whole logs through hard links in a private folder, not
+        copies (``ingest --once``: one process that runs no ad-hoc SQL, so a link DuckDB could
+        write through is never in reach of a query; the server keeps reading copies)."""
         logdir = Path(logdir).resolve()
         if not logdir.is_dir():
             raise CliffwatchError(f"log directory {logdir} does not exist; create it or pass "
@@ -59,21 +71,28 @@ class Monitor:
         db_path = Path(db_path or default_db(logdir)).resolve()
         db_path.parent.mkdir(parents=True, exist_ok=True)
         scratch = _scratch_dir(db_path)
+        links = _links_dir(db_path) if link_logs else None
+        private = [scratch] + ([links] if links else [])
         db = None
         try:
             # DuckDB itself may touch only the scratch space: ingest hands it copies made from
-            # checked descriptors, so no statement can reach the logs or the database folder
-            db = Database(db_path, allowed_dirs=[scratch], memory_limit=settings.memory_limit)
-            return cls(logdir, db, Tailer(db, logdir, settings, scratch), scratch)
+            # checked descriptors (or links to them), so no statement can reach the logs or
+            # the database folder by name
+            db = Database(db_path, allowed_dirs=private, memory_limit=settings.memory_limit)
+            tailer = Tailer(db, logdir, settings, scratch, links=links)
+            return cls(logdir, db, tailer, scratch, links)
         except BaseException:  # e.g. a mistake in keys.toml: let go of the file for the next try
             if db is not None:
                 db.close()
-            shutil.rmtree(scratch, ignore_errors=True)
+            for folder in private:
+                shutil.rmtree(folder, ignore_errors=True)
             raise
 
     def close(self) -> None:
         self.db.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.links is not None:
+            shutil.rmtree(self.links, ignore_errors=True)  # names only: the logs stay
 
     def __enter__(self) -> Monitor:
         return self

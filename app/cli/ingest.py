@@ -18,7 +18,7 @@ LISTED = 20  # errors printed by --once; the rest are counted
 
 
 def ingest_once(logdir: Path, db: Path | None, settings) -> int:
-    with Monitor.open(logdir, settings, db) as monitor:
+    with Monitor.open(logdir, settings, db, link_logs=True) as monitor:
         before = _errors(monitor)
         rows = monitor.tailer.catch_up()
         errors = _errors(monitor) - before

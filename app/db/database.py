@@ -123,19 +123,23 @@ def _lock_message(path: Path, detail: str) -> str:
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply the migrations not yet recorded, each in its own transaction; returns their names."""
+    """Apply the migrations not yet recorded, all in one transaction (a new database costs one
+    commit, not one per migration); returns their names."""
     queries.execute(con, "db/migrations_table")
     done = {row[0] for row in queries.execute(con, "db/migrations_done").fetchall()}
-    applied = []
-    for name, sql in queries.migrations():
-        if name in done:
-            continue
-        con.execute("BEGIN TRANSACTION")
-        con.execute(sql)
-        queries.execute(con, "db/migration_record", {"name": name})
+    pending = [(name, sql) for name, sql in queries.migrations() if name not in done]
+    if not pending:
+        return []
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name, sql in pending:
+            con.execute(sql)
+            queries.execute(con, "db/migration_record", {"name": name})
         con.execute("COMMIT")
-        applied.append(name)
-    return applied
+    except BaseException:
+        con.execute("ROLLBACK")  # none applied: the next start tries them all again
+        raise
+    return [name for name, _ in pending]
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, allowed_dirs) -> None:

@@ -23,7 +23,7 @@ import orjson
 import pyarrow as pa
 
 from .filestate import FileState
-from .formats import EVENT, TRAIN, Record, jsonl, llmc, tfevents
+from .formats import EVENT, TRAIN, Record, jsonl, llmc
 from .formats.keymap import KeyMap
 from .parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
 from .segment import Segment
@@ -96,6 +96,8 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
 
 
 def _tfevents(data: bytes, base: int, keymap: KeyMap | None):
+    from .formats import tfevents  # protobuf: only for TensorBoard files
+
     records, problems, _ = tfevents.parse(data, base, final=True)  # the tailer cut the step
     return records, problems
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ _SCANNER = ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-scan")
 STEP = re.compile(rb'"step":[ \t]*(-?\d{1,18})[ \t]*[,}]')
 MIN_BYTES = 256 * 1024  # below this the careful path is cheaper than a scratch file
 WHOLE_MAX = 512 << 20  # a bigger log is read in chunks (its copy would take that much memory)
-BLOCK = 1 << 22
+BLOCK = 1 << 18  # translate() holds the GIL a whole block: big ones stalled the ALTERs
 # BOOLEAN is not here: DuckDB would store true as 1.0 silently (the careful path notes it).
 NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
            "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE"}
@@ -115,12 +116,21 @@ class Chunk:
     first_step: int  # from the first line: it settles the attempt before the scan is done
     scan: Scan | Future  # a whole log is scanned while DuckDB reads it
     whole: bool = False  # a whole log: its line count and order are checked after the insert
+    # a hard link to the log itself (not a copy): DuckDB reads the file as it is at that time,
+    # so the insert is kept only if it still holds ``size`` bytes afterwards (``grew``)
+    source_fd: int | None = None
+    size: int = 0
 
     def result(self) -> Scan:
         return self.scan.result() if isinstance(self.scan, Future) else self.scan
 
     def still_clean(self) -> bool:
         return self.result().clean
+
+    def grew(self) -> bool:
+        """A linked log that no longer holds exactly the bytes scanned: DuckDB may have read
+        lines past ``size`` (the line count sends those back; a copy of ``size`` bytes can't)."""
+        return self.source_fd is not None and os.fstat(self.source_fd).st_size != self.size
 
     def close(self) -> None:
         if isinstance(self.scan, Future):
@@ -137,7 +147,8 @@ def _first_step(line: bytes) -> int | None:
     return step if type(step) is int and "event" not in obj else None
 
 
-def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | str:
+def whole_file(handle: LogHandle, size: int, scratch: Path,
+               links: Path | None = None) -> Chunk | str:
     """A log read from its start, when it ends with a newline: its first ``size`` bytes
     copied by the kernel from the checked descriptor (catch-up after a restart reads logs
     whole). Logs over ``WHOLE_MAX`` are read in chunks instead (the copy lives in memory)."""
@@ -150,6 +161,9 @@ def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | str:
     if first_step is None:
         return "the first line is no plain metrics line"
     scan = _SCANNER.submit(_scan_file, os.dup(handle.fd), size)  # beside the copy
+    linked = _link(handle, links) if links is not None else None
+    if linked is not None:
+        return Chunk(linked, first_step, scan, whole=True, source_fd=handle.fd, size=size)
     try:
         name, copied = _scratch_copy(scratch, lambda fd: _copy(handle.fd, fd, size))
     except OSError as exc:  # scratch space full (Docker's /dev/shm is 64 MB)
@@ -159,6 +173,29 @@ def whole_file(handle: LogHandle, size: int, scratch: Path) -> Chunk | str:
         chunk.close()
         return "truncated while copied"
     return chunk
+
+
+def _link(handle: LogHandle, links: Path) -> Path | None:
+    """A new name in our private folder ``links`` for the file the checked descriptor holds,
+    or None (another filesystem, a file we may not link (fs.protected_hardlinks), no /proc):
+    then the caller copies. ``/proc/self/fd/N`` followed by ``linkat`` is the open file itself,
+    whatever its name now leads to, so a FIFO or link renamed over the log cannot be read.
+    (DuckDB 2.0 resolves a symlink before checking its allowed folders: it refuses one.)"""
+    name = links / f"{secrets.token_hex(8)}.jsonl"
+    try:
+        folder = os.open(links, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:  # with a dir_fd, os.link calls linkat(AT_SYMLINK_FOLLOW); plain link(2) would
+            # try to link the /proc entry itself
+            os.link(f"/proc/self/fd/{handle.fd}", name.name, dst_dir_fd=folder)
+        finally:
+            os.close(folder)
+        info = os.stat(name, follow_symlinks=False)
+    except OSError:
+        return None
+    if (info.st_dev, info.st_ino) != (handle.info.st_dev, handle.info.st_ino):
+        name.unlink(missing_ok=True)  # not the checked file (a /proc that is not procfs)
+        return None
+    return name
 
 
 def _scratch_copy(scratch: Path, write) -> tuple[str, int]:

@@ -11,10 +11,10 @@ problem it finds. Both paths store the same rows (tests/app/test_ingest_both_pat
 
 What makes lines clean enough to try is chunk.py's question. Inside the transaction the
 INSERT itself fails on anything else it cannot vouch for (a key outside its schema sample, a
-value it cannot convert, a line over 1 MiB, a non-integer step: queries/ingest/insert_direct.sql),
-and two checks after it send the segment back: DuckDB reads ``1e400`` as Infinity silently
-(queries/ingest/check_finite.sql; a logged ``Infinity`` goes back too, the careful path is
-only slower), and a log read whole must have rising steps (queries/ingest/check_rising.sql).
+value it cannot convert, a line over 1 MiB, a non-integer step: queries/ingest/insert_direct.sql).
+It leaves out a row holding an infinity (DuckDB reads ``1e400`` as Infinity silently, where the
+careful path notes it), so the rows written fall short of the lines and the segment goes
+back; and a log read whole must have rising steps (queries/ingest/check_rising.sql).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from . import attempts
 from . import chunk as clean
-from .columns import fold, is_metric_column
+from .columns import is_metric_column
 from .filestate import FileState, adopt
 from .segment import Segment
 from .store import ALTERS_PER_TRANSACTION, TABLES, Store
@@ -46,22 +46,29 @@ class _Refused(Exception):
     """The transaction found what the byte checks could not: roll back and say why."""
 
 
-def store(db_store: Store, segment: Segment, scratch: Path) -> Outcome:
-    """Commit ``segment`` through DuckDB's reader, or write nothing and say why."""
+def store(db_store: Store, segment: Segment, scratch: Path,
+          links: Path | None = None) -> Outcome:
+    """Commit ``segment`` through DuckDB's reader, or write nothing and say why. ``links``: a
+    private folder where a whole log is hard-linked for DuckDB instead of copied (``ingest
+    --once`` only: a process that runs no ad-hoc SQL)."""
     state = segment.state
     if state.kind not in SKIPPED:
         return Outcome(refused=f"{state.kind} files take the careful path")
     if segment.reason:
         return Outcome(refused="the file was read again from its start: the careful path "
                                "records why")
-    chunk = (clean.whole_file(segment.handle, segment.size, scratch) if segment.data is None
-             else clean.prepare(segment.data, scratch))
+    chunk = (clean.whole_file(segment.handle, segment.size, scratch, links)
+             if segment.data is None else clean.prepare(segment.data, scratch))
     if isinstance(chunk, str):
         return Outcome(refused=chunk)
     try:
-        return _commit(db_store, segment, chunk)
+        outcome = _commit(db_store, segment, chunk)
+        grew = outcome.refused is not None and chunk.grew()
     finally:
         chunk.close()
+    if grew:  # written to while DuckDB read the link: a copy of the scanned bytes holds still
+        return store(db_store, segment, scratch)
+    return outcome
 
 
 def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
@@ -73,8 +80,7 @@ def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
     cur = db_store.db.cursor()
     cur.begin()
     try:
-        rows = _insert(db_store, state, new, chunk)
-        _check_finite(db_store, state, new, chunk, doubles)
+        rows = _insert(db_store, state, new, chunk, doubles)
     except (duckdb.Error, _Refused) as exc:
         db_store.rollback(cur)
         return Outcome(refused=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -92,11 +98,13 @@ def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
     return Outcome(rows)
 
 
-def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chunk) -> int:
+def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chunk,
+            doubles: list[str]) -> int:
     """The rows, the attempt their first step may start, and the file's new position."""
     db = db_store.db
     _, starts = attempts.number(np.array([chunk.first_step], dtype=np.int64), new, None)
-    params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id}
+    params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
+              "names": doubles}
     query = "ingest/insert_direct"
     if state.kind == "rank":
         query = "ingest/insert_direct_ranks"
@@ -106,7 +114,8 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     if not scan.clean:
         raise _Refused("not clean (a string, boolean or CR)")
     if written != scan.lines:
-        raise _Refused(f"DuckDB read {written} lines where the bytes hold {scan.lines}")
+        raise _Refused(f"DuckDB stored {written} rows of {scan.lines} lines (a blank line, or "
+                       "a value beyond a double, left out)")
     first, last, backs = scan.first_step, scan.last_step, 0
     if not scan.steps:  # a log read whole: its order is checked here, after the insert
         backs, first, last, _ = db.run(
@@ -125,25 +134,14 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     return scan.lines
 
 
-def _check_finite(db_store: Store, state: FileState, new: FileState, chunk: clean.Chunk,
-                  doubles: list[str]) -> None:
-    """DuckDB's reader stores 1e400 as Infinity silently: such a segment goes back."""
-    if not doubles:
-        return
-    found = db_store.db.run("ingest/check_finite", {
-        "file_id": state.file_id, "attempt": new.attempt, "first_step": chunk.first_step,
-        "names": doubles}, identifiers={"table": TABLES[state.kind]}).fetchall()[0]
-    if any(found):
-        raise _Refused("a value is beyond a double or infinite (the careful path notes it)")
-
-
 def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | str:
     """Add columns for the chunk's new keys, committed before its rows (an empty column is
     harmless if the rows then take the careful path); returns the chunk's DOUBLE columns, or
     why the fast path cannot store the chunk as the careful path would: a key that is not its
     own column name (columns.py), more keys than ``max_columns`` allows, or a chunk DuckDB
     cannot even describe. Every chunk is described: a key spelled like an existing column in
-    other case must be seen."""
+    other case must be seen. The DOUBLE keys come in the chunk's own spelling, as the INSERT's
+    infinity filter sees them."""
     table, skip = TABLES[kind], SKIPPED[kind]
     try:
         known = db_store.known(table)
@@ -159,5 +157,4 @@ def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | 
         return "more keys than --max-metric-columns leaves room for"
     for start in range(0, len(names), ALTERS_PER_TRANSACTION):
         db_store.add_columns(table, names[start:start + ALTERS_PER_TRANSACTION])
-    known = db_store.known(table)  # the table's own spelling: a chunk's LOSS goes to loss
-    return [known[fold(d[0])] for d in described if d[0] not in skip | {"step", "buckets"}]
+    return [d[0] for d in described if d[0] not in skip | {"step", "buckets"}]

@@ -33,7 +33,7 @@ from ..db.database import Database
 from . import careful, fast, follow, memory, wholefile
 from .backoff import Backoff, describe
 from .filestate import FileState, refresh
-from .formats import detect, keymap, tfevents
+from .formats import detect, keymap
 from .openfile import LogHandle, Refused, open_log
 from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
 from .scan import scan
@@ -72,9 +72,10 @@ class Rotated:
 
 class Tailer:
     def __init__(self, db: Database, logdir: Path, settings, scratch: Path,
-                 fast_path: bool = True):
+                 fast_path: bool = True, links: Path | None = None):
         self.db, self.logdir, self.settings, self.scratch = db, Path(logdir), settings, scratch
         self.fast_path = fast_path  # False: every line takes the careful path (tests compare)
+        self.links = links  # a private folder on the logs' filesystem: whole logs are linked
         self.rows_by_path = {"fast": 0, "careful": 0}  # rows stored by each path, in all
         self.root = self.logdir.resolve()
         room = memory.column_room(settings.memory_limit)
@@ -271,7 +272,7 @@ class Tailer:
             return wholefile.read(self.store, state, new, handle, self.settings), rows
         if new.offset == 0 and state.path not in self.shrunk and self.fast_path:
             whole = Segment(state, new, handle, None, reason)  # left on disk for DuckDB
-            outcome = fast.store(self.store, whole, self.scratch)
+            outcome = fast.store(self.store, whole, self.scratch, self.links)
             if outcome.refused is None:
                 self.rows_by_path["fast"] += outcome.rows
                 return True, rows + outcome.rows
@@ -297,6 +298,8 @@ class Tailer:
         that step's scalars may still be coming)."""
         if state.kind != "tfevents":
             return data.rfind(b"\n") + 1
+        from .formats import tfevents  # protobuf: only for TensorBoard files
+
         settled = pending is not None and time.monotonic() - pending.since >= SETTLE_S
         return tfevents.parse(data, base, final=settled)[2]
 

@@ -1,0 +1,127 @@
+"""Catch-up as a user runs it (`ingest --once`), made cheaper without storing anything else.
+
+DuckDB reads a whole log through a hard link to the checked descriptor's file
+(chunk.whole_file), not a copy: the rows are the same, no name is left behind, a log that grows
+meanwhile is stored once, and logs on another filesystem than the database are copied."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import run_cli
+
+LINES = 60_000  # ~3.6 MB: read whole, and long enough a read to be seen (or written to)
+
+
+def line(step: int) -> bytes:
+    return json.dumps({"step": step, "loss": 1.0 / (step + 1), "lr": 3e-4}).encode() + b"\n"
+
+
+def write_log(logs: Path, lines: int = LINES) -> Path:
+    path = logs / "run" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(line(s) for s in range(lines)))
+    return path
+
+
+def stored(db: Path) -> tuple:
+    """(rows, distinct steps, lowest, highest, ingest errors) in the database file."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT count(*), count(DISTINCT step), min(step), max(step) "
+                           "FROM metrics_all").fetchone()
+        return (*rows, con.execute("SELECT count(*) FROM ingest_errors").fetchone()[0])
+
+
+def test_once_reads_a_whole_log_through_a_link_and_leaves_no_name(tmp_path):
+    logs = tmp_path / "logs"
+    log = write_log(logs)
+    time.sleep(0.05)  # past the filesystem's clock tick: a new link then moves the ctime
+    before = log.stat().st_ctime_ns
+    done = run_cli("ingest", "--logdir", str(logs), "--once")
+    assert done.returncode == 0 and f"ingested {LINES} rows" in done.stdout, done.stderr
+    assert log.stat().st_ctime_ns != before  # linked (and unlinked): never copied
+    assert log.stat().st_nlink == 1
+    assert sorted(p.name for p in (logs / ".cliffwatch").iterdir()) == ["cliffwatch.duckdb"]
+    assert stored(logs / ".cliffwatch" / "cliffwatch.duckdb") == (LINES, LINES, 0, LINES - 1, 0)
+
+
+WRITER = """
+import json, os, sys, time
+path, stop, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(path, "ab", buffering=0) as log:
+    while not os.path.exists(stop):
+        body = json.dumps({"step": step, "loss": 1.0 / (step + 1), "lr": 3e-4}).encode()
+        if step % 16 == 0:
+            log.write(body[:20])  # half a line on disk for a moment
+            time.sleep(0.0002)
+            body = body[20:]
+        log.write(body + b"\\n")
+        time.sleep(0.0002)
+        step += 1
+"""
+
+
+def test_a_log_growing_while_read_through_its_link_is_stored_once(tmp_path):
+    # the link shows DuckDB the file as it is when read, not the `size` bytes scanned: lines
+    # (and half lines) appended meanwhile must not be stored, nor then be stored again
+    logs = tmp_path / "logs"
+    log = write_log(logs)
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(stop), str(LINES)])
+    try:
+        time.sleep(0.2)
+        first = run_cli("ingest", "--logdir", str(logs), "--once")
+        assert first.returncode == 0, first.stdout + first.stderr
+    finally:
+        stop.touch()
+        writer.wait(timeout=30)
+    db = logs / ".cliffwatch" / "cliffwatch.duckdb"
+    rows, steps, low, high, errors = stored(db)
+    assert (rows, steps, low, errors) == (high + 1, high + 1, 0, 0)  # a prefix, once each
+    assert rows >= LINES
+    second = run_cli("ingest", "--logdir", str(logs), "--once")
+    assert second.returncode == 0, second.stdout + second.stderr
+    total = log.read_bytes().count(b"\n")
+    assert total > LINES
+    assert stored(db) == (total, total, 0, total - 1, 0)
+
+
+def test_logs_on_another_filesystem_than_the_database_are_copied(tmp_path):
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK) \
+            or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm) for the database")
+    logs = tmp_path / "logs"
+    log = write_log(logs)
+    with tempfile.TemporaryDirectory(dir=shm) as elsewhere:
+        db = Path(elsewhere) / "cw.duckdb"
+        done = run_cli("ingest", "--logdir", str(logs), "--db", str(db), "--once")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert stored(db) == (LINES, LINES, 0, LINES - 1, 0)
+        assert sorted(p.name for p in Path(elsewhere).iterdir()) == ["cw.duckdb"]
+    assert log.stat().st_nlink == 1
+
+
+def test_links_left_by_a_killed_ingest_are_swept_and_the_log_kept(tmp_path):
+    logs = tmp_path / "logs"
+    log = write_log(logs, lines=10)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = logs / ".cliffwatch" / f"cliffwatch-{dead.pid}-x1y2"
+    left.mkdir(parents=True)
+    os.link(log, left / "0123abcd.jsonl")  # what a SIGKILL mid-read leaves
+    done = run_cli("ingest", "--logdir", str(logs), "--once")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not left.exists()
+    assert log.stat().st_nlink == 1 and log.read_bytes().count(b"\n") == 10
+
+
