@@ -16,9 +16,10 @@ one step.
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..lazy import LazyModule
 from .filestate import FileState
+
+np = LazyModule("numpy")  # the fast path asks about one step: no numpy for it
 
 
 def number(steps: np.ndarray, state: FileState,
@@ -42,6 +43,17 @@ def number(steps: np.ndarray, state: FileState,
     state.attempt = int(attempts[-1])
     state.last_step = int(steps[-1])
     return attempts, starts
+
+
+def first(step: int, state: FileState, reset_reason: str | None) -> list[dict]:
+    """``number`` for a batch whose steps rise after its first (the fast path's): the attempt
+    its first step starts, if it starts one. Moves ``state`` past that step."""
+    if state.last_step is not None and step > state.last_step:
+        state.last_step = step
+        return []
+    start = _first(state, reset_reason, step, state.attempt + 1)
+    state.attempt, state.last_step = state.attempt + 1, step
+    return [start]
 
 
 def late(steps: np.ndarray, old: FileState, new: FileState) -> tuple[np.ndarray, list[dict]]:

@@ -20,14 +20,16 @@ import json
 import logging
 
 import orjson
-import pyarrow as pa
 
+from ..lazy import LazyModule
 from .filestate import FileState
 from .formats import EVENT, TRAIN, Record, jsonl, llmc
 from .formats.keymap import KeyMap
 from .parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
 from .segment import Segment
 from .store import Batch, Store, content_error
+
+pa = LazyModule("pyarrow")
 
 log = logging.getLogger("cliffwatch.ingest")
 

@@ -26,11 +26,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import orjson
 
+from ..lazy import LazyModule
 from .columns import column_name, fold
 from .openfile import LogHandle
+
+np = LazyModule("numpy")  # only a chunk's step check needs it, not a log read whole
 
 _SCANNER = ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-scan")
 STEP = re.compile(rb'"step":[ \t]*(-?\d{1,18})[ \t]*[,}]')

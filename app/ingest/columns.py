@@ -25,10 +25,9 @@ from __future__ import annotations
 import functools
 import re
 
-import pyarrow as pa
-
-SPECIAL = {"step": pa.int64(), "elapsed_s": pa.float64(), "time": pa.float64(),
-           "epoch": pa.float64(), "buckets": pa.list_(pa.int32())}
+# the special keys and the Arrow type each keeps (parse.py builds it: no pyarrow import here)
+SPECIAL = {"step": "int64", "elapsed_s": "float64", "time": "float64", "epoch": "float64",
+           "buckets": "list<int32>"}
 OVERFLOW = "extra_metrics"  # MAP(VARCHAR, DOUBLE): metrics past the column cap
 # The monitor's own columns (and DuckDB's rowid); a key that folds to one gets the prefix.
 RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", "kind",

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import numpy as np
 
 from . import attempts
 from . import chunk as clean
@@ -102,7 +101,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
             doubles: list[str]) -> int:
     """The rows, the attempt their first step may start, and the file's new position."""
     db = db_store.db
-    _, starts = attempts.number(np.array([chunk.first_step], dtype=np.int64), new, None)
+    starts = attempts.first(chunk.first_step, new, None)
     params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
               "names": doubles}
     query = "ingest/insert_direct"

@@ -14,10 +14,12 @@ import re
 from dataclasses import dataclass, field
 
 import orjson
-import pyarrow as pa
 
 from ..keys import BUCKETS, EVENT, INT64, STEP, is_step  # noqa: F401 (INT64: store.py)
+from ..lazy import LazyModule
 from .columns import SPECIAL, column_name, fold
+
+pa = LazyModule("pyarrow")  # the fast path needs no Arrow: ingest --once may never import it
 
 MAX_LINE = 1024 * 1024
 MAX_EVENT_DEPTH = 64  # an event is stored as JSON text; json.dumps recurses once per level
@@ -279,8 +281,12 @@ def rows_table(rows: list[dict]) -> pa.Table:
             first = spelling.setdefault(fold(key), key)
             if first != key:
                 row[first] = row.pop(key)
-    schema = pa.schema([(k, SPECIAL.get(k, pa.float64())) for k in spelling.values()])
+    schema = pa.schema([(k, _arrow_type(SPECIAL.get(k, "float64"))) for k in spelling.values()])
     return records_table(rows, schema)
+
+
+def _arrow_type(name: str):
+    return pa.list_(pa.int32()) if name == "list<int32>" else pa.type_for_alias(name)
 
 
 def number(value: object) -> float | None:

@@ -19,10 +19,9 @@ import logging
 from dataclasses import dataclass
 
 import duckdb
-import numpy as np
-import pyarrow as pa
 
 from ..db.database import Database
+from ..lazy import LazyModule
 from ..settings import REGISTRY
 from . import attempts
 from .columns import OVERFLOW, column_name, fold, is_metric_column
@@ -30,6 +29,9 @@ from .filestate import FileState, adopt
 from .formats import keymap
 from .formats.keymap import KeyMap
 from .parse import INT64, Parsed, Problem, event_text, number, records_table
+
+np = LazyModule("numpy")  # the careful path's; the fast path needs neither
+pa = LazyModule("pyarrow")
 
 log = logging.getLogger("cliffwatch.ingest")
 TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds
@@ -46,10 +48,13 @@ MAX_COLUMNS = next(s.default for s in REGISTRY if s.name == "max_metric_columns"
 # commit, so n columns added in one transaction cost memory ~ n^2 outside memory_limit (5,000
 # keys: 6.9 GB). Small committed groups keep it flat; an empty column is harmless.
 ALTERS_PER_TRANSACTION = 64
-OVERFLOW_TYPE = pa.map_(pa.string(), pa.float64())
 STATUSES = {"completed", "failed", "interrupted"}
-ATTEMPTS = pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
-                      ("prev_step", pa.int64()), ("reason", pa.string()), ("file_id", pa.int32())])
+
+
+def _attempts_schema():
+    return pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
+                      ("prev_step", pa.int64()), ("reason", pa.string()),
+                      ("file_id", pa.int32())])
 
 
 @dataclass
@@ -216,8 +221,9 @@ class Store:
         query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
         self._insert(cur, query, rows)
         if state.kind != "rank" and starts:
-            self._insert(cur, "ingest/insert_attempts", records_table(
-                [dict(s, run=state.run, file_id=state.file_id) for s in starts], ATTEMPTS))
+            records = [dict(s, run=state.run, file_id=state.file_id) for s in starts]
+            self._insert(cur, "ingest/insert_attempts",
+                         records_table(records, _attempts_schema()))
         return rows.num_rows, numbers
 
     def _insert_evals(self, cur, state: FileState, batch: Batch, numbers) -> None:
@@ -320,7 +326,7 @@ def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
     extra = pa.MapArray.from_arrays(offsets, keys, items, mask=pa.array(counts == 0))
     moved = set(names)
     kept = rows.select([i for i, name in enumerate(rows.column_names) if name not in moved])
-    return kept.append_column(pa.field(OVERFLOW, OVERFLOW_TYPE), extra)
+    return kept.append_column(pa.field(OVERFLOW, pa.map_(pa.string(), pa.float64())), extra)
 
 
 def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
