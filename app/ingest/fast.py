@@ -26,7 +26,7 @@ import duckdb
 
 from . import attempts
 from . import chunk as clean
-from .columns import is_metric_column
+from .columns import fold, is_metric_column
 from .filestate import FileState, adopt
 from .segment import Segment
 from .store import ALTERS_PER_TRANSACTION, TABLES, Store
@@ -39,6 +39,9 @@ SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}
 class Outcome:
     rows: int = 0  # rows committed
     refused: str | None = None  # why nothing was written: the careful path reads the segment
+
+
+_UNBOUND = object()  # the insert named a key with no column: describe the chunk and try again
 
 
 class _Refused(Exception):
@@ -71,15 +74,33 @@ def store(db_store: Store, segment: Segment, scratch: Path,
 
 
 def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
-    state = segment.state
-    doubles = _columns_for(db_store, state.kind, chunk)
+    """A chunk whose first line can name its columns is inserted without a DESCRIBE; if
+    DuckDB's sample holds another key, the insert does not bind, and the chunk is described
+    and tried again."""
+    doubles = _first_line_columns(db_store, segment.state.kind, chunk)
+    if doubles is not None:
+        outcome = _transaction(db_store, segment, chunk, doubles)
+        if outcome is not _UNBOUND:
+            return outcome
+    doubles = _columns_for(db_store, segment.state.kind, chunk)
     if isinstance(doubles, str):
         return Outcome(refused=doubles)
+    outcome = _transaction(db_store, segment, chunk, doubles)
+    return Outcome(refused="a key DuckDB's sample holds has no column") \
+        if outcome is _UNBOUND else outcome
+
+
+def _transaction(db_store: Store, segment: Segment, chunk: clean.Chunk, doubles: list[str]):
+    """The insert in one transaction: an Outcome, or _UNBOUND when it did not bind."""
+    state = segment.state
     new = segment.after()
     cur = db_store.db.cursor()
     cur.begin()
     try:
         rows = _insert(db_store, state, new, chunk, doubles)
+    except duckdb.BinderException:
+        db_store.rollback(cur)
+        return _UNBOUND
     except (duckdb.Error, _Refused) as exc:
         db_store.rollback(cur)
         return Outcome(refused=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -131,6 +152,27 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     db.run("ingest/run_touch", {"run": state.run})
     db_store.update_file(new)
     return scan.lines
+
+
+def _first_line_columns(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | None:
+    """Add columns for the keys of a metrics chunk's first line, when they may stand for
+    DuckDB's whole schema sample (chunk.first_line_columns); returns them, or None."""
+    if kind != "metrics" or chunk.first is None:
+        return None
+    table = TABLES[kind]
+    try:
+        known = db_store.known(table)
+    except duckdb.Error:
+        return None
+    names = clean.first_line_columns(chunk.first, known)
+    if names is None:
+        return None
+    new = [name for name in names if fold(name) not in known]
+    if sum(map(is_metric_column, new)) > db_store.max_columns - sum(map(is_metric_column, known)):
+        return None
+    for start in range(0, len(new), ALTERS_PER_TRANSACTION):
+        db_store.add_columns(table, new[start:start + ALTERS_PER_TRANSACTION])
+    return names
 
 
 def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import run_cli
 
 LINES = 60_000  # ~3.6 MB: read whole, and long enough a read to be seen (or written to)
@@ -125,3 +126,56 @@ def test_links_left_by_a_killed_ingest_are_swept_and_the_log_kept(tmp_path):
     assert log.stat().st_nlink == 1 and log.read_bytes().count(b"\n") == 10
 
 
+
+
+def rows_and_errors(mon, run: str) -> tuple[list[dict], list[tuple]]:
+    """A run's stored lines (their non-NULL values by column) and ingest errors."""
+    cur = mon.db.cursor().execute(
+        "SELECT * EXCLUDE (run, line_id, file_id) FROM metrics_all WHERE run = $r ORDER BY step",
+        {"r": run})
+    names = [d[0] for d in cur.description]
+    rows = [{n: v for n, v in zip(names, row, strict=True) if v is not None}
+            for row in cur.fetchall()]
+    return rows, query(mon, f"SELECT file, \"offset\", severity, reason FROM ingest_errors "
+                       f"WHERE run = '{run}' ORDER BY \"offset\"")
+
+
+@pytest.mark.parametrize("key", ["grad_norm", "LOSS", "Time", "Attempt", "file_id", "Step",
+                                 "rowid", "loss_1"])
+def test_a_key_only_the_sample_holds_is_stored_as_when_described(tmp_path, key):
+    # a fresh table takes its columns from the first line (no DESCRIBE); a key that only
+    # DuckDB's sample holds must then be stored exactly as when the chunk is described first,
+    # which a table with another run's column forces
+    lines = [b'{"step": %d, "loss": 0.5, "time": %d.5}' % (s, s) for s in range(1, 30_001)]
+    lines[300] = b'{"step": 301, "loss": 0.5, "time": 301.5, "%s": 7}' % key.encode()
+    data = b"\n".join(lines) + b"\n"
+    stored = []
+    for other in (None, b'{"step": 1, "zzz": 1.0}\n'):
+        logs = tmp_path / ("described" if other else "fresh") / "logs"
+        if other:
+            (logs / "other").mkdir(parents=True)
+            (logs / "other" / "metrics.jsonl").write_bytes(other)
+            ingest(logs).close()
+        (logs / "x").mkdir(parents=True, exist_ok=True)
+        (logs / "x" / "metrics.jsonl").write_bytes(data)
+        with ingest(logs) as mon:
+            stored.append(rows_and_errors(mon, "x"))
+    assert len(stored[0][0]) == 30_000
+    assert stored[0] == stored[1]
+
+
+def test_a_sample_key_spelled_like_another_runs_column_keeps_its_own_column(tmp_path):
+    # another run made the column time; this log's first line has no time, and "Time" on a
+    # later line is a metric of its own (log_Time): taking the columns from the first line
+    # would have let DuckDB match Time to time
+    logs = tmp_path / "logs"
+    (logs / "other").mkdir(parents=True)
+    (logs / "other" / "metrics.jsonl").write_bytes(b'{"step": 1, "time": 5.0}\n')
+    ingest(logs).close()
+    lines = [b'{"step": %d, "loss": 0.5}' % s for s in range(1, 30_001)]
+    lines[300] = b'{"step": 301, "loss": 0.5, "Time": 7}'
+    (logs / "x").mkdir()
+    (logs / "x" / "metrics.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    with ingest(logs) as mon:
+        assert query(mon, "SELECT count(*), count(time), sum(log_Time) FROM metrics_all "
+                     "WHERE run = 'x'") == [(30_000, 0, 7.0)]
