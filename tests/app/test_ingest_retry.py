@@ -87,8 +87,14 @@ def test_heavy_queries_never_make_ingest_skip_a_line(tmp_path, make_server):
     stored = []
     # a file that kept running out of memory waits out its backoff (up to MAX_DELAY_S) before
     # its next try, however soon the pressure ended
-    wait_for(lambda: stored.append(_count(server, "SELECT count(*) FROM metrics_all"))
-             or stored[-1] >= 3001, timeout=2 * MAX_DELAY_S + 10)
+    try:
+        wait_for(lambda: stored.append(_count(server, "SELECT count(*) FROM metrics_all"))
+                 or stored[-1] >= 3001, timeout=2 * MAX_DELAY_S + 10)
+    except AssertionError:
+        health = httpx.get(server.url + "/api/health", timeout=10).text
+        log = Path(server.log.name).read_text(errors="replace")[-3000:]
+        raise AssertionError(f"stored {stored[-3:]} of 3001; health {health}\nserver log:\n"
+                             f"{log}") from None
     assert stored[-1] == 3001
     assert _count(server, "SELECT count(DISTINCT step) FROM metrics_all") == 3001
     assert _count(server, "SELECT count(*) FROM ingest_errors") == 0
