@@ -71,8 +71,9 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
         shown = ranks[(ranks["step"] >= (lo if lo is not None else -2**63))
                       & (ranks["step"] <= (hi if hi is not None else 2**63 - 1))]
         if not shown.empty:
-            chart = charts.rank_chart(shown, x_domain=domain, height=HEIGHT)
-            out.charts.append(Panel(RANKS, charts.vega_lite(chart), HEIGHT,
+            height = HEIGHT + LEGEND_HEIGHT  # its rank legend sits above the plot
+            chart = charts.rank_chart(shown, x_domain=domain, height=height)
+            out.charts.append(Panel(RANKS, charts.vega_lite(chart), height,
                                     shown[["step"]].assign(x=shown["step"])))
     return out
 
