@@ -59,15 +59,12 @@ class Scan:
     tail: bytes = b""  # the last byte of the previous block's shape
 
     def add_block(self, block: bytes) -> None:
-        """Fold in any bytes (counts add up across blocks; call finish() at the end)."""
+        """Fold in any bytes (counts add up across blocks)."""
         shape = _shape(block)
         if b"\r" in shape or _not_number(shape) or _not_number(self.tail + shape[:1]):
             self.clean = False
         self.tail = shape[-1:] or self.tail
         self.lines += shape.count(b"\n")
-
-    def finish(self) -> Scan:
-        return self
 
     def add(self, part: bytes) -> None:
         """Fold in a run of complete lines, steps included."""
@@ -126,9 +123,6 @@ class Chunk:
 
     def result(self) -> Scan:
         return self.scan.result() if isinstance(self.scan, Future) else self.scan
-
-    def still_clean(self) -> bool:
-        return self.result().clean
 
     def grew(self) -> bool:
         """A linked log that no longer holds exactly the bytes scanned: DuckDB may have read
@@ -263,7 +257,7 @@ def _scan_file(fd: int, size: int) -> Scan:
     finally:
         os.close(fd)
     scan.clean = scan.clean and done == size
-    return scan.finish()
+    return scan
 
 
 def prepare(data: bytes, scratch: Path) -> Chunk | str:

@@ -29,7 +29,7 @@ from . import chunk as clean
 from .columns import fold, is_metric_column
 from .filestate import FileState, adopt
 from .segment import Segment
-from .store import ALTERS_PER_TRANSACTION, TABLES, Store
+from .store import TABLES, Store
 
 # A rank line's own "rank" is left out by insert_direct_ranks.sql: the file names the rank.
 SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}
@@ -170,8 +170,7 @@ def _first_line_columns(db_store: Store, kind: str, chunk: clean.Chunk) -> list[
     new = [name for name in names if fold(name) not in known]
     if sum(map(is_metric_column, new)) > db_store.max_columns - sum(map(is_metric_column, known)):
         return None
-    for start in range(0, len(new), ALTERS_PER_TRANSACTION):
-        db_store.add_columns(table, new[start:start + ALTERS_PER_TRANSACTION])
+    db_store.add_columns(table, new)
     return names
 
 
@@ -196,6 +195,5 @@ def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | 
     room = db_store.max_columns - sum(map(is_metric_column, known))
     if sum(map(is_metric_column, names)) > room:
         return "more keys than --max-metric-columns leaves room for"
-    for start in range(0, len(names), ALTERS_PER_TRANSACTION):
-        db_store.add_columns(table, names[start:start + ALTERS_PER_TRANSACTION])
+    db_store.add_columns(table, names)
     return [d[0] for d in described if d[0] not in skip | {"step", "buckets"}]

@@ -14,13 +14,10 @@ run ``caf\\xe9``), so no two folders share a name.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .formats import detect
-
-RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 
 
 @dataclass(frozen=True)
@@ -32,7 +29,7 @@ class LogFile:
 
     @property
     def rank(self) -> int | None:
-        match = RANK_FILE.fullmatch(self.path.rsplit("/", 1)[-1])
+        match = detect.RANK_FILE.fullmatch(self.path.rsplit("/", 1)[-1])
         return int(match.group(1)) if match else None
 
 

@@ -148,8 +148,7 @@ class Store:
             batch.parsed.rows = rows = overflow(rows, extra)
             if fold(OVERFLOW) not in known:
                 new.append(OVERFLOW)
-        for start in range(0, len(new), ALTERS_PER_TRANSACTION):
-            self.add_columns(table, new[start:start + ALTERS_PER_TRANSACTION])
+        self.add_columns(table, new)
         unnoted = [n for n in extra if n not in self._overflow_noted.get(state.run, ())]
         if unnoted:
             first = int(np.argmax(rows.column(OVERFLOW).is_valid().to_numpy(
@@ -169,15 +168,17 @@ class Store:
                        "also at most --memory-limit / 512 KiB: raise both)")
 
     def add_columns(self, table: str, names: list[str]) -> None:
-        """Add columns in a transaction of their own, committed before the rows."""
-        cur = self.db.cursor()
-        cur.begin()
-        try:
-            self._ensure_columns(cur, table, names)
-            cur.commit()
-        except BaseException:
-            self.rollback(cur)
-            raise
+        """Add columns in small transactions of their own (ALTERS_PER_TRANSACTION each),
+        committed before the rows."""
+        for start in range(0, len(names), ALTERS_PER_TRANSACTION):
+            cur = self.db.cursor()
+            cur.begin()
+            try:
+                self._ensure_columns(cur, table, names[start:start + ALTERS_PER_TRANSACTION])
+                cur.commit()
+            except BaseException:
+                self.rollback(cur)
+                raise
 
     def _write(self, cur, state: FileState, batch: Batch) -> int:
         new, parsed = batch.new_state, batch.parsed

@@ -96,7 +96,7 @@ def test_the_scan_finds_any_value_that_is_no_number(value, number):
     whole, chunk = Scan(steps=False), Scan()
     whole.add_block(line)
     chunk.add(line)
-    assert (whole.finish().clean, chunk.clean) == (number, number)
+    assert (whole.clean, chunk.clean) == (number, number)
 
 
 def test_a_number_in_quotes_is_noted_even_beside_a_key_holding_a_colon(tmp_path):
