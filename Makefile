@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/trainer.py
 	$(BIN)/python bench/alerts.py
 	$(BIN)/python bench/dashboard.py
+	$(BIN)/python bench/fleet.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

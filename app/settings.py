@@ -61,7 +61,12 @@ REGISTRY = [
     Setting("webhook", "", "Slack-style incoming webhook URL(s), comma-separated; the flag may "
             "be repeated (env also CLIFFWATCH_WEBHOOK_URL)", secret=True, repeatable=True,
             env_aliases=("CLIFFWATCH_WEBHOOK_URL",)),
-    Setting("webhook_format", "slack", "payload of webhook messages: slack or generic"),
+    Setting("webhook_format", "slack", "payload of webhook messages: slack, generic or "
+            "alertmanager (--webhook is then an Alertmanager's base URL, e.g. "
+            "http://alertmanager:9093, or its /api/v2/alerts)"),
+    Setting("alertmanager_resend", 60.0, "seconds between re-sends of the alerts still firing "
+            "to Alertmanager (--webhook-format alertmanager); each carries endsAt = now + 4 x "
+            "this, so an alert cliffwatch stops sending resolves there within that"),
     Setting("public_url", "", "address of the dashboard that messages link to (default the "
             "server's own)"),
     Setting("webhook_timeout", 10.0, "seconds one webhook request may take before it is retried"),
@@ -71,6 +76,16 @@ REGISTRY = [
             "metrics watched for spikes (comma-separated names or globs)"),
     Setting("accuracy_metrics", "accuracy,*acc*",
             "metrics watched for cliffs (comma-separated names or globs)"),
+    Setting("metrics_export", "*throughput*,*per_sec*,*per_second*,*per_s,*/s,mfu",
+            "metrics GET /metrics exports besides loss_metrics and accuracy_metrics "
+            "(comma-separated names or globs; throughput-like by default)"),
+    Setting("metrics_grace", 900.0, "seconds a run that ended (run_end) stays on GET /metrics "
+            "after its logs were last written"),
+    Setting("metrics_silence", 6 * 3600.0, "seconds a run without run_end stays on GET "
+            "/metrics after its logs were last written (a crashed or stalled run: long enough "
+            "for an alert on cliffwatch_run_seconds_since_last_line to fire)"),
+    Setting("metrics_max_runs", 500, "most runs on GET /metrics, the most recently written "
+            "first (bounds the series Prometheus stores)"),
 ]
 
 

@@ -14,6 +14,13 @@ at a time, at least MIN_GAP_S between the end of one request and the start of th
 (Slack allows one message per second), each with settings.webhook_timeout. With no webhook
 the one target is ``log``: each notification becomes one line of the server's log.
 
+``--webhook-format alertmanager``: each message is a one-alert list for the Alertmanager's
+``/api/v2/alerts`` (alertmanager.py), sent without the 1 s gap (Alertmanager takes
+Prometheus's batches), and while alerts fire the lane re-sends them every
+``alertmanager_resend`` seconds in lists of RESEND_BATCH, so that Alertmanager keeps them
+active. The re-send reads what the outbox already sent (queries/alerts/delivery_firing.sql);
+it writes no outbox rows and, like every request, happens only in this worker.
+
 A request whose answer came but whose record failed to commit is recorded again before
 anything else is sent, so within one process nothing goes out twice; a crash in that instant
 (after the webhook answered, before the commit) resends it after a restart with the same
@@ -31,10 +38,11 @@ from urllib.parse import urlsplit
 
 import duckdb
 import httpx
+import orjson
 
 from ..db import queries
 from ..errors import CliffwatchError
-from . import webhook
+from . import alertmanager, webhook
 from .answer import Answer, post, scrub
 from .targets import LOG, Target, targets
 
@@ -42,7 +50,8 @@ log = logging.getLogger("cliffwatch.alerts")
 IDLE_S = 1.0  # look at the outbox this often without a poke (a lost wake-up costs this much)
 MIN_GAP_S = 1.0  # between requests to one webhook: Slack's one message per second
 BACKOFF_CAP_S = 60.0  # longest wait between retries: a webhook back up is used within a minute
-FORMATS = ("slack", "generic")
+FORMATS = ("slack", "generic", "alertmanager")
+RESEND_BATCH = 500  # alerts per re-send request to Alertmanager
 
 
 @dataclass(frozen=True)
@@ -55,21 +64,33 @@ class Head:
     key: str
     created_time: float
     facts: dict
+    subject: str | None = None  # the state's own metric (an incident's KIND:METRIC@STEP)
 
 
 class DeliveryWorker:
     def __init__(self, db, settings, public_url: str | None = None, *,
-                 backoff_cap_s: float = BACKOFF_CAP_S, min_gap_s: float = MIN_GAP_S):
+                 backoff_cap_s: float = BACKOFF_CAP_S, min_gap_s: float = MIN_GAP_S,
+                 rule_names: list[str] | None = None):
         if settings.webhook_format not in FORMATS:
             raise CliffwatchError(f"--webhook-format {settings.webhook_format!r} is not known; "
-                                  "use slack or generic (env CLIFFWATCH_WEBHOOK_FORMAT)")
+                                  "use slack, generic or alertmanager (env "
+                                  "CLIFFWATCH_WEBHOOK_FORMAT)")
+        if not settings.alertmanager_resend > 0:
+            raise CliffwatchError(f"--alertmanager-resend {settings.alertmanager_resend:g} must "
+                                  "be more than 0 seconds, e.g. 60 (env "
+                                  "CLIFFWATCH_ALERTMANAGER_RESEND)")
         if not settings.webhook_timeout > 0:
             raise CliffwatchError(f"--webhook-timeout {settings.webhook_timeout:g} must be more "
                                   "than 0 seconds, e.g. 10 (env CLIFFWATCH_WEBHOOK_TIMEOUT)")
         self.db, self.settings = db, settings
         # an explicit --public-url wins over the server's own address
         self.public_url = settings.public_url or public_url or ""
-        self.backoff_cap_s, self.min_gap_s = backoff_cap_s, min_gap_s
+        self.alertmanager = settings.webhook_format == "alertmanager"
+        self.backoff_cap_s = backoff_cap_s
+        self.min_gap_s = 0.0 if self.alertmanager else min_gap_s
+        # the rules in force: a firing state of a rule no longer in the file is not re-sent
+        # (None: every rule's)
+        self.rule_names = None if rule_names is None else list(rule_names)
         self.targets = targets(settings)
         for target in self.targets:
             check_url(target)
@@ -103,6 +124,15 @@ class DeliveryWorker:
         for lane in self.lanes:
             if lane.thread.is_alive():
                 lane.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _facts(text, rule, run, metric, kind, severity) -> dict:
+    """A notification's facts, its row's columns filling what they lack."""
+    facts = webhook.parse_facts(text)
+    defaults = {"rule": rule, "run": run, "metric": metric, "kind": kind, "severity": severity}
+    for name, value in defaults.items():
+        facts.setdefault(name, value)
+    return facts
 
 
 def check_url(target: Target) -> None:
@@ -149,6 +179,11 @@ class Lane:
         self.ready_at = 0.0  # monotonic time the next request may start
         self.unrecorded: tuple[Head, Answer, float] | None = None
         self.troubled = False  # a database problem was logged and has not cleared yet
+        # Alertmanager only: when firing alerts are next re-sent (monotonic; 0: at start, as
+        # Alertmanager may have forgotten them meanwhile), and whether the last re-send failed
+        self.resends = worker.alertmanager and target.url is not None
+        self.resend_at = 0.0
+        self.resend_failing = False
         self.thread = threading.Thread(target=self._loop, daemon=True,
                                        name=f"cliffwatch-deliver-{target.id}")
 
@@ -173,11 +208,11 @@ class Lane:
                 self._record(*self.unrecorded)
                 return 0.0
             head = self._head()
-            if head is None:
-                return IDLE_S
-            wait = max(head.next_time - time.time(), self.ready_at - time.monotonic())
+            wait = IDLE_S if head is None else max(head.next_time - time.time(),
+                                                   self.ready_at - time.monotonic())
             if wait > 0:
-                return wait
+                # nothing due in order: the time to keep Alertmanager's firing alerts active
+                return min(wait, self._resend(client)) if self.resends else wait
             started = time.time()
             answer = self._send(client, head)
             self.ready_at = time.monotonic() + (self.worker.min_gap_s if client else 0.0)
@@ -198,20 +233,69 @@ class Lane:
         if row is None:
             return None
         nid, attempts, next_time, key, created, rule, run, metric, kind, severity, facts = row
-        facts = webhook.parse_facts(facts)
-        defaults = {"rule": rule, "run": run, "metric": metric, "kind": kind,
-                    "severity": severity}
-        for name, value in defaults.items():
-            facts.setdefault(name, value)
-        return Head(nid, attempts, next_time, key, created, facts)
+        return Head(nid, attempts, next_time, key, created,
+                    _facts(facts, rule, run, metric, kind, severity), metric)
 
     def _send(self, client, head: Head) -> Answer:
         link = webhook.link(self.worker.public_url, head.facts)
         if client is None:
             log.warning("alert: %s%s", webhook.text_line(head.facts), f" {link}" if link else "")
             return Answer(None, None)
+        if self.resends:
+            alert = alertmanager.postable(head.facts, head.subject, self._fired(head),
+                                          time.time(), self._lease_s(), link)
+            return post(client, alertmanager.endpoint(self.target.url), orjson.dumps([alert]),
+                        head.key)
         body = webhook.body(self.worker.settings.webhook_format, head.facts, head.key, link)
         return post(client, self.target.url, body, head.key)
+
+    def _fired(self, head: Head) -> float | None:
+        """When the alert began firing (None for a test message)."""
+        if head.facts.get("kind") == "test":
+            return None
+        row = queries.execute(self.worker.db.cursor(), "alerts/delivery_fired_at", {
+            "rule": head.facts["rule"], "run": head.facts["run"] or "",
+            "metric": head.subject or "", "before": head.created_time}).fetchone()
+        return row[0] if row else None
+
+    def _lease_s(self) -> float:
+        return alertmanager.LEASES * self.worker.settings.alertmanager_resend
+
+    def _resend(self, client) -> float:
+        """Re-send the firing alerts this Alertmanager was told of, if due; seconds until the
+        next re-send. A failure is logged once and tried again at the next interval."""
+        due = self.resend_at - time.monotonic()
+        if due > 0:
+            return due
+        every = self.worker.settings.alertmanager_resend
+        self.resend_at = time.monotonic() + every
+        rules = self.worker.rule_names
+        rows = queries.execute(self.worker.db.cursor(), "alerts/delivery_firing", {
+            "target": self.target.id, "all_rules": rules is None,
+            "rules": rules or []}).fetchall()
+        now, url = time.time(), alertmanager.endpoint(self.target.url)
+        alerts = [self._alert(row, now) for row in rows]
+        for start in range(0, len(alerts), RESEND_BATCH):
+            batch = alerts[start:start + RESEND_BATCH]
+            answer = post(client, url, orjson.dumps(batch), f"resend-{now:.3f}-{start}")
+            if not answer.sent:
+                if not self.resend_failing:
+                    log.warning("%s did not take the re-send of %d firing alerts (%s); trying "
+                                "again every %g s (--alertmanager-resend)", self.target.label,
+                                len(alerts), answer.error, every)
+                self.resend_failing = True
+                return every
+        if self.resend_failing:
+            log.warning("%s took the re-send of %d firing alerts again", self.target.label,
+                        len(alerts))
+        self.resend_failing = False
+        return every
+
+    def _alert(self, row: tuple, now: float) -> dict:
+        subject, facts, fired, rule, run, kind, severity = row
+        facts = _facts(facts, rule, run, subject, kind, severity)
+        return alertmanager.postable(facts, subject, fired, now, self._lease_s(),
+                                     webhook.link(self.worker.public_url, facts))
 
     def _record(self, head: Head, answer: Answer, started: float) -> None:
         settings, attempt = self.worker.settings, head.attempts + 1

@@ -1,5 +1,6 @@
 """What a notification says: Slack incoming-webhook payloads, a generic JSON object, and the
-one line the server log gets. Pure functions of a notification's facts (docs/alerts.md)::
+one line the server log gets (Alertmanager's alerts are alertmanager.py's). Pure functions of a
+notification's facts (docs/alerts.md)::
 
     text_line(facts) -> "[CRITICAL] nan-loss on demo: loss is NaN at step 30"
     slack_payload(facts, key, link) -> {"text": "[CRITICAL] nan-loss on demo: ...",
@@ -159,8 +160,8 @@ def fields(facts: dict) -> list[tuple[str, str]]:
     if isinstance(checkpoint, dict) and checkpoint.get("step") is not None:
         path = f" ({checkpoint['path']})" if checkpoint.get("path") else ""
         shown.append(("Checkpoint", f"save at step {checkpoint['step']}{path} has not ended"))
-    shown += [("Causes", _lines(facts.get("causes"), numbered=True)),
-              ("Evidence", _lines(facts.get("evidence")))]
+    shown += [("Causes", listed(facts.get("causes"), numbered=True)),
+              ("Evidence", listed(facts.get("evidence")))]
     return [(name, str(value)) for name, value in shown if value not in (None, "", "-")]
 
 
@@ -170,7 +171,7 @@ def _typical(value) -> str | None:
     return str(value)
 
 
-def _lines(items, numbered: bool = False) -> str | None:
+def listed(items, numbered: bool = False) -> str | None:
     if not items:
         return None
     items = [items] if isinstance(items, str) else list(items)

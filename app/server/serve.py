@@ -68,7 +68,8 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
         worker.listeners.append(tiles.poke)
         tiles.start()
         # ingest and diagnosis only poke: rules run in their own thread, webhooks in theirs
-        delivery = DeliveryWorker(monitor.db, settings, url)
+        # re-sends to an Alertmanager cover only the rules in force (a removed rule resolves)
+        delivery = DeliveryWorker(monitor.db, settings, url, rule_names=[r.name for r in rules])
         alerts = AlertWorker(monitor.db, rules, settings, delivery.targets,
                              on_outbox=delivery.poke, source=source)
         worker.listeners.append(alerts.poke)
