@@ -29,6 +29,7 @@ from .endpoint import body as _body
 from .endpoint import guarded as _guarded
 from .endpoint import reply as _json
 from .endpoint import threaded as _threaded
+from .metrics_route import ROUTE as METRICS_ROUTE
 
 
 def records(result: SqlResult) -> list[dict]:
@@ -127,4 +128,5 @@ ROUTES = [
     Route("/api/query/{name}", query, methods=["GET"]),
     Route("/api/incidents", incidents, methods=["GET"]),
     *ALERT_ROUTES,
+    METRICS_ROUTE,
 ]
