@@ -1,4 +1,4 @@
-"""Command line: ``python -m app {serve,ingest,sql,replay,demo,diagnose,validate,alerts}``.
+"""Command line: ``python -m app {serve,ingest,sql,replay,demo,diagnose,validate,alerts,export}``.
 
 Every user mistake ends as one line on stderr and exit status 2, never a traceback::
 
@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a run folder against log format v1")
     validate.add_argument("run_dir", type=Path)
+
+    export = sub.add_parser("export", help="write the runs' tables as a Parquet archive, "
+                            "partitioned by run; again: only what is new (docs/export.md)")
+    _logdir_args(export)
+    export.add_argument("--to", type=Path, required=True, dest="dest",
+                        help="archive folder, outside the log directory (created if missing)")
+    settings_mod.add_arguments(export)
     _alerts_parser(sub)
     return parser
 
@@ -137,6 +144,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "alerts":
         return _alerts(args)
+    if args.command == "export":
+        from .export import export_command
+
+        return export_command(args.logdir, args.db, args.dest, settings_mod.resolve(args))
     if args.command == "demo":
         from .demo import demo
 

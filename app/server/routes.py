@@ -29,6 +29,7 @@ from .endpoint import body as _body
 from .endpoint import guarded as _guarded
 from .endpoint import reply as _json
 from .endpoint import threaded as _threaded
+from .export_routes import ROUTES as EXPORT_ROUTES
 from .metrics_route import ROUTE as METRICS_ROUTE
 
 
@@ -128,5 +129,6 @@ ROUTES = [
     Route("/api/query/{name}", query, methods=["GET"]),
     Route("/api/incidents", incidents, methods=["GET"]),
     *ALERT_ROUTES,
+    *EXPORT_ROUTES,
     METRICS_ROUTE,
 ]

@@ -1,0 +1,139 @@
+"""One export: for each table and run, write what the archive lacks, then record it.
+
+An appended table (metrics, evals, ranks, events, attempts) gets one new part per run that
+has rows past its mark, holding exactly those rows. A replaced table (incidents, runs) has one
+part per run, rewritten whole when its fingerprint changed. The manifest is saved last, and
+every SAVE_EVERY_S seconds of a long export::
+
+    summary = export(source, Path("archive"))
+    summary.tables["metrics"]  -> Written(runs=1, files=1, rows=1000000, bytes=34238796)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CliffwatchError
+from . import layout
+from .manifest import Manifest
+from .tables import TABLES, Table
+
+SAVE_EVERY_S = 10.0  # a killed export writes again at most this long's parts
+LOCK = "_cliffwatch_export.lock"
+
+
+@dataclass
+class Written:
+    runs: int = 0
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class Summary:
+    tables: dict[str, Written] = field(default_factory=lambda: {t.name: Written()
+                                                                for t in TABLES})
+    too_long: list[str] = field(default_factory=list)  # runs whose folder name cannot be made
+
+    @property
+    def files(self) -> int:
+        return sum(w.files for w in self.tables.values())
+
+
+def export(source, root: Path) -> Summary:
+    """Bring the archive at ``root`` up to date with ``source``; returns what was written."""
+    with _locked(root):
+        manifest = Manifest.load(root)
+        state = source.marks()
+        manifest.check_database(state["database"])
+        summary, saved = Summary(), time.monotonic()
+        try:
+            for t in TABLES:
+                for entry in state["tables"].get(t.name, []):
+                    if not layout.fits(entry["run"]):
+                        if entry["run"] not in summary.too_long:
+                            summary.too_long.append(entry["run"])
+                        continue
+                    if _write(source, root, manifest, t, entry, summary.tables[t.name]) \
+                            and time.monotonic() - saved > SAVE_EVERY_S:
+                        manifest.save()
+                        saved = time.monotonic()
+        except BaseException:
+            # what was written so far is whole and recorded: the next export goes on from it
+            with contextlib.suppress(OSError):
+                manifest.save()
+            raise
+        manifest.save()
+    return summary
+
+
+def _write(source, root: Path, manifest: Manifest, t: Table, entry: dict,
+           written: Written) -> bool:
+    """Write what ``entry`` (one run's mark) adds to the archive; False when nothing."""
+    run, mark = entry["run"], entry["mark"]
+    done = manifest.done(t.name, run)
+    if done["mark"] == mark:
+        return False
+    if t.replaced:
+        number, after, expected = 1, None, None
+    else:
+        _check_grown(manifest, t, run, done, entry)
+        number, after = done["parts"] + 1, done["mark"]
+        expected = entry["rows"] - done["rows"]
+    kept = 1 if t.replaced else done["parts"]  # a replaced table's part is renamed over
+    layout.clear_unrecorded(layout.run_dir(root, t.name, run), kept)
+
+    def check(count: int) -> None:
+        if expected is not None and count != expected:
+            raise CliffwatchError(
+                f"{source.where} sent {count} {t.name} rows of run {run!r} where {expected} "
+                "were counted (interrupted?); nothing of them was kept: run the export again")
+
+    path = layout.part_path(root, t.name, run, number)
+    with source.rows(t, run, -1 if after is None else after, mark) as reader:
+        count, size = layout.write_parquet(reader, path, check)
+    total = count if t.replaced else done["rows"] + count
+    manifest.record(t.name, run, mark, total, number if count else done["parts"])
+    written.runs += 1
+    written.files += 1 if count else 0
+    written.rows += count
+    written.bytes += size
+    return True
+
+
+def _check_grown(manifest: Manifest, t: Table, run: str, done: dict, entry: dict) -> None:
+    """Appended rows are never removed: fewer rows, or a lower mark, than the archive holds
+    means the database is not the one the archive was written from."""
+    if done["mark"] is not None and (entry["mark"] < done["mark"]
+                                     or entry["rows"] < done["rows"]):
+        raise CliffwatchError(
+            f"the database holds {entry['rows']} {t.name} rows of run {run!r} up to row "
+            f"{entry['mark']}, but {manifest.path.parent} already holds {done['rows']} up to "
+            f"{done['mark']}: it was written from another database. Export to a new --to "
+            "folder")
+
+
+@contextlib.contextmanager
+def _locked(root: Path):
+    """One export at a time per archive: two would number their parts alike."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK, os.O_WRONLY | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise CliffwatchError(f"cannot write to --to {root} ({exc.strerror}); pass a folder "
+                              "you can write to") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CliffwatchError(f"another export is writing to {root}; wait for it to "
+                                  "finish, then run this again") from None
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,134 @@
+"""Where an export reads from: the running server over HTTP (it holds the database: DuckDB
+lets one process open the file), or the database file itself, read-only, when none runs.
+Both answer the same two reads (tables.py), so the archive is the same either way::
+
+    with open_source(logdir, db_path, settings) as source:
+        source.marks()                                     # {"database": ..., "tables": ...}
+        with source.rows(TABLES_BY_NAME["metrics"], "demo", -1, 999) as reader:
+            for batch in reader: ...                       # pyarrow RecordBatches
+
+Over HTTP the rows come as an Arrow IPC stream (GET /api/export/{table}) and the CLI writes
+the Parquet files: the server never writes to a path a request names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+
+from ..cli.client import answer, answer_json, auth_headers, server_url
+from ..command import COMMAND
+from ..db.database import Database
+from ..errors import CliffwatchError
+from ..monitor import default_db
+from . import tables
+
+LOCAL_WAIT_S = 10.0  # a server that is starting holds the file before it writes server.json
+
+
+class LocalSource:
+    def __init__(self, db: Database):
+        self.db = db
+        self.where = f"database {db.path}"
+
+    def marks(self) -> dict:
+        return tables.marks(self.db.cursor())
+
+    @contextlib.contextmanager
+    def rows(self, table: tables.Table, run: str, after, upto):
+        yield tables.rows(self.db.cursor(), table, run, after, upto)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class HttpSource:
+    def __init__(self, url: str, headers: dict):
+        self.url = url
+        self.where = f"the server at {url}"
+        # one client for every request: a client of its own per run cost 27 ms of CPU each
+        # (its TLS context), 3/4 of a first export of 1,000 small runs
+        self.client = httpx.Client(headers=headers, timeout=None)
+
+    def marks(self) -> dict:
+        return answer(self.url, lambda: self.client.get(f"{self.url}/api/export"))
+
+    @contextlib.contextmanager
+    def rows(self, table: tables.Table, run: str, after, upto):
+        params = {"run": run} if table.replaced else {"run": run, "after": after, "upto": upto}
+        try:
+            # identity: gzip, which the server offers, costs more CPU than loopback saves
+            with self.client.stream("GET", f"{self.url}/api/export/{table.name}",
+                                    params=params, headers={"Accept-Encoding": "identity"}
+                                    ) as response:
+                if response.status_code != 200:
+                    response.read()
+                    answer_json(self.url, response)  # raises with the server's message
+                stream = io.BufferedReader(_ByteStream(response.iter_bytes()), 1 << 20)
+                yield pa.ipc.open_stream(stream)
+        except httpx.HTTPError as exc:
+            raise CliffwatchError(f"the server at {self.url} stopped sending {table.name} of "
+                                  f"run {run!r} ({exc}); run the export again: it resumes "
+                                  "where the archive ends") from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _ByteStream(io.RawIOBase):
+    """A file object over an iterator of byte strings (an HTTP body as it arrives)."""
+
+    def __init__(self, chunks):
+        self.chunks, self.left = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.left:
+            self.left = next(self.chunks, None)
+            if self.left is None:
+                self.left = b""
+                return 0
+        n = min(len(buffer), len(self.left))
+        buffer[:n], self.left = self.left[:n], self.left[n:]
+        return n
+
+
+@contextlib.contextmanager
+def open_source(logdir: Path, db: Path | None, settings):
+    """The server holding the database, else the file opened read-only (waiting a few seconds
+    while a starting server holds it)."""
+    db_path = Path(db or default_db(logdir)).resolve()
+    deadline = time.monotonic() + LOCAL_WAIT_S
+    while True:
+        url = server_url(db_path, settings)
+        if url:
+            source = HttpSource(url, auth_headers(settings))
+            break
+        try:
+            source = LocalSource(Database(db_path, read_only=True, allowed_dirs=[], wait_s=0.5,
+                                          memory_limit=settings.memory_limit))
+            break
+        except CliffwatchError as exc:
+            if "is held by" not in str(exc) or time.monotonic() > deadline:
+                raise _held(exc, db_path) from None
+            time.sleep(0.3)
+    try:
+        yield source
+    finally:
+        source.close()
+
+
+def _held(exc: CliffwatchError, db_path: Path) -> CliffwatchError:
+    if "is held by" not in str(exc):
+        return exc
+    holder = str(exc).split(" is held by ", 1)[1].split(".")[0]
+    return CliffwatchError(f"{db_path} is held by {holder}, which answers no export requests "
+                           f"(an `ingest` that keeps following?). Run `{COMMAND} serve` for "
+                           "that log directory and export through it, or stop that process.")

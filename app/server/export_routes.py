@@ -1,0 +1,86 @@
+"""What `python -m app export` reads while a server holds the database (docs/export.md). The
+server only reads: the CLI writes the Parquet files, so no request names a path to write::
+
+    GET /api/export -> {"database": "2026-11-30 04:52:15.1", "tables": {"metrics": [
+                        {"run": "sweep/lr 1e-4", "mark": 999999, "rows": 1000000}], ...}}
+    GET /api/export/metrics?run=sweep/lr%201e-4&after=-1&upto=999999
+        -> an Arrow IPC stream (application/vnd.apache.arrow.stream) of those lines
+"""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import CliffwatchError
+from ..export import tables
+from ..state import current
+from .endpoint import guarded, reply, threaded
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+
+@guarded
+async def export_marks(request: Request) -> Response:
+    return reply(await threaded(lambda: tables.marks(current().monitor.db.cursor())))
+
+
+@guarded
+async def export_rows(request: Request) -> Response:
+    table = tables.table(request.path_params["table"])
+    run, after, upto = _params(request, table)
+
+    def start():
+        # a cursor of its own: the stream is read a batch at a time, from pool threads
+        cursor = current().monitor.db.con.cursor()
+        try:
+            return cursor, tables.rows(cursor, table, run, after, upto)
+        except BaseException:
+            cursor.close()
+            raise
+
+    cursor, reader = await threaded(start)
+    return StreamingResponse(_ipc(cursor, reader), media_type=ARROW_STREAM)
+
+
+def _params(request: Request, table: tables.Table) -> tuple[str, int | None, int | None]:
+    query = request.query_params
+    if "run" not in query:
+        raise CliffwatchError("give the run: /api/export/TABLE?run=NAME&after=N&upto=M")
+    if table.replaced:
+        return query["run"], None, None
+    try:
+        return query["run"], int(query["after"]), int(query["upto"])
+    except (KeyError, ValueError):
+        raise CliffwatchError(f"{table.name} is read by row id: give after=N&upto=M as "
+                              "integers (the marks of GET /api/export)") from None
+
+
+def _ipc(cursor, reader: pa.RecordBatchReader):
+    """The reader's batches as an Arrow IPC stream, one batch at a time."""
+    sink = io.BytesIO()
+    try:
+        with pa.ipc.new_stream(sink, reader.schema) as writer:
+            for batch in reader:
+                writer.write_batch(batch)
+                yield _take(sink)
+        yield _take(sink)  # the schema of an empty stream, and the end-of-stream marker
+    finally:
+        cursor.close()
+
+
+def _take(sink: io.BytesIO) -> bytes:
+    data = sink.getvalue()
+    sink.seek(0)
+    sink.truncate()
+    return data
+
+
+ROUTES = [
+    Route("/api/export", export_marks, methods=["GET"]),
+    Route("/api/export/{table}", export_rows, methods=["GET"]),
+]

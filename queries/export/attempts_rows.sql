@@ -1,0 +1,11 @@
+-- title: Export rows: attempts
+-- description: The attempts of one run with a row id in (after, upto], in the
+--   order they were stored. The run is the archive's partition (run=NAME), not a column of
+--   the file.
+-- param run: run id (example: 'seed-cliff')
+-- param after: highest row id already exported, -1 for none (example: -1)
+-- param upto: highest row id to export (example: 1000000000)
+SELECT * EXCLUDE (run)
+FROM attempts
+WHERE run = $run AND rowid > $after AND rowid <= $upto
+ORDER BY rowid

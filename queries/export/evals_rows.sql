@@ -1,0 +1,11 @@
+-- title: Export rows: evals
+-- description: The evaluation and summary rows (evals) of one run with line_id in
+--   (after, upto], in the order they were stored. The run is the archive's partition
+--   (run=NAME), not a column of the file.
+-- param run: run id (example: 'seed-cliff')
+-- param after: highest line_id already exported, -1 for none (example: -1)
+-- param upto: highest line_id to export (example: 1000000000)
+SELECT * EXCLUDE (run)
+FROM evals
+WHERE run = $run AND line_id > $after AND line_id <= $upto
+ORDER BY line_id
