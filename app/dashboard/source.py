@@ -40,6 +40,7 @@ GAP_METRICS = ("gap_s", "gap_steps")
 LAG_WARN_S = 30.0
 REFRESH_S = 2
 POINTS = 1000  # points per chart's series: bounded whatever the run's length (issue 9)
+PICKS = 50  # runs a run picker offers at once (a search box narrows them): never all 10,000
 
 
 # ---- text on the page --------------------------------------------------------------------
@@ -126,17 +127,44 @@ def version(run: str) -> tuple:
 
 
 @st.cache_data(ttl=1.0, show_spinner=False)
-def runs_table() -> pd.DataFrame:
-    # every run at once: no single version to key on, so a short time to live instead
+def runs_page(ask):
+    """One page of the Runs table (an ``app.read.runs.Ask``): never every run at once, and a
+    short time to live (a page of runs has no single version to key on)."""
     from ..read import runs as runs_mod
 
-    alerts = getattr(server_state.current(), "alerts", None)  # its stall rule judges "stalled"
-    return runs_mod.runs_table(cursor(), rules=getattr(alerts, "rules", None))
+    current = server_state.current()
+    alerts = getattr(current, "alerts", None)  # its stall rule judges "stalled"
+    return runs_mod.page(cursor(), ask, rules=getattr(alerts, "rules", None),
+                         tails=_tails(str(current.monitor.db.path)))
 
 
-def run_names() -> list[str]:
-    table = runs_table()
-    return [] if table.empty else table["run"].astype(str).tolist()
+@st.cache_resource(show_spinner=False)
+def _tails(db: str):
+    """The Runs table's newest-lines rows of this database, kept across refreshes and tabs:
+    a run that wrote nothing is not read again."""
+    from ..read import runs as runs_mod
+
+    return runs_mod.Tails()
+
+
+@st.cache_data(ttl=1.0, show_spinner=False)
+def find_runs(q: str | None, limit: int = PICKS) -> tuple[list[str], int]:
+    """The names of the first ``limit`` runs matching ``q`` (as the Runs page orders them)
+    and how many match: what a run picker offers, from the runs and files tables alone."""
+    from ..read import runs as runs_mod
+
+    table, total = runs_mod.listed(cursor(), runs_mod.Ask(q=q, limit=limit))
+    return table["run"].astype(str).tolist(), total
+
+
+def have_runs() -> bool:
+    return find_runs(None, 1)[1] > 0
+
+
+def run_exists(run: str) -> bool:
+    from ..read import runs as runs_mod
+
+    return runs_mod.exists(cursor(), run)
 
 
 def no_runs_yet() -> None:

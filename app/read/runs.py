@@ -1,9 +1,15 @@
-"""The Runs page's table, one row per run, and what /api shares of it::
+"""The Runs page's table, a page of runs at a time, one row per run, and /api/runs's page::
 
     run         state    last_step  last_loss  lines  lines_per_min  since_last_s  open_incidents
     seed-cliff  finished      4499     0.9431   2230            6.0       38112.5               1
     live-run    live           812     0.5120    406           30.0           1.2               0
                                                                        ... alert_state  last_seen
+
+A page (``Ask``: a name search or glob, live/finished, limit and offset) is listed from the
+runs and files tables alone, in one order (queries/read/runs.sql: live first, then the most
+recently written, then by name) with how many runs match; only the page's runs are then
+read, so a folder of 10,000 runs costs a page of 25 or 50 of them (issue 12), and a page
+refreshed while its runs write nothing reads none of their lines again (``Tails``).
 
 A run's state comes from what its log says: ``run_end`` with status completed -> finished;
 failed or interrupted -> failed (the run ended without completing); still running -> live, or
@@ -29,14 +35,21 @@ accuracy) at all reads further back for it, one column, row groups with none ski
 from __future__ import annotations
 
 import fnmatch
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pandas as pd
 
+from ..alerts.fields import glob_problem
 from ..alerts.lifecycle import Silence
 from ..alerts.rules import Rule, default_rules
 from ..alerts.stall import Quiet, StallJudge
 from ..db import queries
+from ..db.readonly import jsonable
+from ..errors import CliffwatchError
 from . import frame
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
@@ -46,6 +59,11 @@ ALERT_ORDER = ("firing", "pending", "silenced")
 STATE_ORDER = {"live": 0, "stalled": 1, "failed": 2, "finished": 2}
 TAIL_LINES = 8192  # rowids read per run: 300 s of pace at up to 27 lines a second
 NEWEST = ("last_loss", "last_accuracy")
+PAGE = 50  # runs /api/runs answers unless asked otherwise (the Runs page shows 25)
+MAX_PAGE = 1000  # a page's runs are each read (their newest lines): a bounded page
+STATUSES = {"all": None, "live": "live", "finished": "finished"}
+LISTED = ["run", "status", "first_seen", "last_seen", "last_write"]
+GLOB = set("*?[")  # a q holding one of these is a glob, else a part of the name
 
 
 def stall_rule(rules: list[Rule] | None = None) -> Rule:
@@ -54,16 +72,136 @@ def stall_rule(rules: list[Rule] | None = None) -> Rule:
     return (found or [r for r in default_rules() if r.type == "stall"])[0]
 
 
+@dataclass(frozen=True)
+class Ask:
+    """Which page of runs: ``q`` a part of the name (any case), or a glob when it holds
+    ``*``, ``?`` or ``[`` (``sweep3-*``); ``status`` live, finished or None (both)."""
+    q: str | None = None
+    status: str | None = None
+    limit: int | None = PAGE
+    offset: int = 0
+
+    @classmethod
+    def parse(cls, params: Mapping, page: int = PAGE) -> Ask:
+        """From ``?limit=50&offset=0&q=sweep3&status=live`` (an API request, a page's URL;
+        ``page`` runs when it gives no limit); a bad value is a CliffwatchError that says what
+        to send."""
+        q = (params.get("q") or "").strip() or None
+        if q is not None and GLOB.intersection(q) and glob_problem(q):
+            raise CliffwatchError(f"q {q!r} is not a valid glob: {glob_problem(q)}")
+        status = (params.get("status") or "all").strip().lower()
+        if status not in STATUSES:
+            raise CliffwatchError(f"status must be one of {', '.join(STATUSES)}, not "
+                                  f"{status!r}")
+        return cls(q, STATUSES[status], whole(params, "limit", page, 1, MAX_PAGE),
+                   whole(params, "offset", 0, 0, None))
+
+    def bound(self) -> dict:
+        """read/runs.sql's parameters: the name filter as a glob or as a part of the name."""
+        glob = self.q if self.q and GLOB.intersection(self.q) else None
+        return {"search": None if glob else self.q, "glob": glob, "status": self.status,
+                "limit": self.limit, "offset": self.offset}
+
+
+def whole(params: Mapping, name: str, default: int, low: int, high: int | None) -> int:
+    """A whole-number parameter within [low, high] (high None: no cap), else its default."""
+    text = str(params.get(name) or "").strip()
+    if not text:
+        return default
+    if text.isdigit() and low <= int(text) and (high is None or int(text) <= high):
+        return int(text)
+    if high is None:
+        raise CliffwatchError(f"{name} must be a whole number, {low} or more, not {text!r} "
+                              f"(e.g. ?{name}={PAGE})")
+    raise CliffwatchError(f"{name} must be a whole number from {low} to {high}, not {text!r}; "
+                          f"for more runs, page on with offset (e.g. ?{name}={high}&offset="
+                          f"{high})")
+
+
+def next_offset(ask: Ask, shown: int, total: int) -> int | None:
+    """Where the next page starts, or None on the last one."""
+    end = ask.offset + shown
+    return end if shown and end < total else None
+
+
+@dataclass
+class Page:
+    """One page of runs and how many match (``total``): runs offset .. offset + len(runs)."""
+    table: pd.DataFrame
+    total: int
+    ask: Ask
+
+    @property
+    def next(self) -> int | None:
+        return next_offset(self.ask, len(self.table), self.total)
+
+
+def listed(cursor, ask: Ask) -> tuple[pd.DataFrame, int]:
+    """The page's runs (run, status, first_seen, last_seen, last_write) and how many match:
+    one read of the runs and files tables, no metrics line."""
+    rows, total = listed_rows(cursor, ask)
+    return pd.DataFrame(rows, columns=LISTED), total
+
+
+def listed_rows(cursor, ask: Ask) -> tuple[list[dict], int]:
+    """listed() as a list of dicts (what the API answers with)."""
+    found = queries.execute(cursor, "read/runs", ask.bound())
+    names = [d[0] for d in found.description]
+    rows = [dict(zip(names, row, strict=True)) for row in found.fetchall()]
+    total = [row.pop("total") for row in rows]  # the same on every row
+    return [r for r in rows if r["run"] is not None], total[0] if total else 0
+
+
+def api_page(cursor, ask: Ask) -> dict:
+    """What ``GET /api/runs`` answers: one page of runs with their figures, and how to get
+    the next one::
+
+        {"runs": [{"run": "sweep3-lr0.1", "status": "running", "first_seen": "...",
+                   "last_seen": "...", "last_write": 1796032800.0, "lines": 2230,
+                   "last_step": 4499, "attempts": 1, "last_elapsed_s": 22554.2,
+                   "errors": 0}, ...],
+         "total": 10000, "limit": 50, "offset": 0, "next": 50}
+
+    Two reads: the page (runs and files tables) and its runs' figures (read/runs_stats: the
+    metrics lines of those runs only)."""
+    rows, total = listed_rows(cursor, ask)
+    if rows:
+        found = queries.execute(cursor, "read/runs_stats", {"runs": [r["run"] for r in rows]})
+        names = [d[0] for d in found.description]
+        stats = {row[0]: dict(zip(names[1:], row[1:], strict=True)) for row in found.fetchall()}
+        rows = [{**r, **stats.get(r["run"], {})} for r in rows]
+    return {"runs": [{k: jsonable(v) for k, v in r.items()} for r in rows], "total": total,
+            "limit": ask.limit, "offset": ask.offset,
+            "next": next_offset(ask, len(rows), total)}
+
+
+def page(cursor, ask: Ask = Ask(), now: float | None = None, *,
+         rules: list[Rule] | None = None, tails: Tails | None = None) -> Page:
+    """One page of the Runs table (live first, then the most recently written, then by name)
+    and how many runs match. ``rules``: the rules in force (the stall rule judges stalls);
+    ``tails``: newest lines read before, kept across calls (the page refreshes every 2 s)."""
+    table, total = listed(cursor, ask)
+    return Page(describe(cursor, table, now, rules, tails), total, ask)
+
+
+def exists(cursor, run: str) -> bool:
+    """Whether a run of exactly this name is known."""
+    return bool(queries.execute(cursor, "read/runs_exists", {"run": run}).fetchall()[0][0])
+
+
 def runs_table(cursor, now: float | None = None, *, rules: list[Rule] | None = None,
                limit: int | None = None, search: str | None = None) -> pd.DataFrame:
-    """Every run (at most ``limit``, names containing ``search``), live first, then the
-    most recently written. ``rules``: the rules in force (the stall rule judges stalls)."""
+    """Every run (at most ``limit``, names containing ``search``), as page() orders them."""
+    return page(cursor, Ask(search, None, limit, 0), now, rules=rules).table
+
+
+def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] | None,
+             tails: Tails | None = None) -> pd.DataFrame:
+    """The Runs table's columns for the runs listed: each run's newest lines, bounded reads."""
     now = time.time() if now is None else now
-    table = frame(cursor, "read/runs", {"search": search, "limit": limit})
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
-    tails = newest_lines(cursor, list(table["run"]))
-    table = table.join(tails, on="run")
+    table = table.join(newest_lines(cursor, list(table["run"]), tails), on="run")
     table["lines"] = table["lines"].fillna(0).astype(int)
     table["open_incidents"] = open_incidents(cursor, table)
     table["since_last_s"] = now - table["last_write"]
@@ -75,34 +213,75 @@ def runs_table(cursor, now: float | None = None, *, rules: list[Rule] | None = N
     return table[COLUMNS].reset_index(drop=True)
 
 
-def newest_lines(cursor, runs: list[str]) -> pd.DataFrame:
+class Tails:
+    """Each run's newest-lines row, kept while its metrics files stay as they were: a page
+    refreshed every 2 s over runs that wrote nothing reads none of their lines again. Holds
+    at most ``size`` runs (the least recently used go first); pages of several browser tabs
+    share one (each in its own thread), hence the lock."""
+
+    def __init__(self, size: int = 4096):
+        self.size, self.rows, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, run: str, key: tuple) -> tuple[bool, dict | None]:
+        """(True, row) when the row was read with the files as ``key`` says, else (False,
+        None)."""
+        with self.lock:
+            found = self.rows.get(run)
+            if found is None or found[0] != key:
+                return False, None
+            self.rows.move_to_end(run)
+            return True, found[1]
+
+    def put(self, run: str, key: tuple, row: dict | None) -> None:
+        with self.lock:
+            self.rows[run] = (key, row)
+            self.rows.move_to_end(run)
+            while len(self.rows) > self.size:
+                self.rows.popitem(last=False)
+
+
+def newest_lines(cursor, runs: list[str], tails: Tails | None = None) -> pd.DataFrame:
     """Per run: lines, and the step, loss, accuracy and pace of its newest lines (index: run;
-    a run with no metrics lines is absent)."""
+    a run with no metrics lines is absent). ``tails``: rows read before, reused for each run
+    whose metrics files ingest has not committed since (read/runs_files says)."""
     files = frame(cursor, "read/runs_files", {"runs": runs})
     rows = []
     for run, group in files.groupby("run", sort=False):
-        ends = [file_end(cursor, f) for f in group.itertuples()]
-        lines = sum(n for n, _ in ends)
-        newest = max(((last, f) for (_, last), f in zip(ends, group["file_id"], strict=True)
-                      if last is not None), default=None)
-        if newest is None:
-            continue
-        last, file = newest
-        lo = max(0, last - TAIL_LINES + 1)
-        tail = frame(cursor, "read/runs_tail", {"file": file, "lo": lo, "hi": last,
-                                                "window_s": None}).iloc[0]
-        row = {"run": run, "lines": lines, "last_step": tail["last_step"],
-               "lines_per_min": 60.0 * (tail["n"] - 1) / tail["span_s"]
-               if tail["span_s"] and tail["span_s"] > 0 else None}
-        for column in NEWEST:
-            row[column] = tail[column]
-            if pd.isna(tail[column]) and lines > tail["lines"]:
-                row[column] = older_value(cursor, column.removeprefix("last_"),
-                                          [(file, lo), *((f, last + 1) for f in group["file_id"]
-                                                         if f != file)])
-        rows.append(row)
+        key = tuple(group[["file_id", "attempt", "bytes", "consumed", "updated_at"]]
+                    .itertuples(index=False, name=None))
+        known, row = tails.get(run, key) if tails is not None else (False, None)
+        if not known:
+            row = newest_line(cursor, run, group)
+            if tails is not None:
+                tails.put(run, key, row)
+        if row is not None:
+            rows.append(row)
     return pd.DataFrame(rows, columns=["run", "lines", "last_step", "lines_per_min", *NEWEST]
                         ).set_index("run")
+
+
+def newest_line(cursor, run: str, group: pd.DataFrame) -> dict | None:
+    """newest_lines()'s row for one run (``group``: its metrics files), or None (no lines)."""
+    ends = [file_end(cursor, f) for f in group.itertuples()]
+    lines = sum(n for n, _ in ends)
+    newest = max(((last, f) for (_, last), f in zip(ends, group["file_id"], strict=True)
+                  if last is not None), default=None)
+    if newest is None:
+        return None
+    last, file = newest
+    lo = max(0, last - TAIL_LINES + 1)
+    tail = frame(cursor, "read/runs_tail", {"file": file, "lo": lo, "hi": last,
+                                            "window_s": None}).iloc[0]
+    row = {"run": run, "lines": lines, "last_step": tail["last_step"],
+           "lines_per_min": 60.0 * (tail["n"] - 1) / tail["span_s"]
+           if tail["span_s"] and tail["span_s"] > 0 else None}
+    for column in NEWEST:
+        row[column] = tail[column]
+        if pd.isna(tail[column]) and lines > tail["lines"]:
+            row[column] = older_value(cursor, column.removeprefix("last_"),
+                                      [(file, lo), *((f, last + 1) for f in group["file_id"]
+                                                     if f != file)])
+    return row
 
 
 def file_end(cursor, file) -> tuple[int, int | None]:

@@ -3,7 +3,9 @@
     GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1,
                           "ingest": "ok", "ingest_error": null, "skipped_files": 1,
                           "skipped": [{"file": "hf/trainer_log.jsonl", "reason": "not read: ..."}]}
-    GET  /api/runs    -> {"runs": [{"run": "demo", "status": "running", ...}]}
+    GET  /api/runs?limit=50&offset=0&q=sweep3&status=live|finished|all
+                      -> {"runs": [{"run": "demo", "status": "running", ...}], "total": 10000,
+                          "limit": 50, "offset": 0, "next": 50}   (live first, then newest)
     GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
     GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
     POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
@@ -77,7 +79,11 @@ async def health(request: Request) -> Response:
 
 @_guarded
 async def runs(request: Request) -> Response:
-    return _json({"runs": records(await _threaded(named, "runs"))})
+    """One page of runs, live first (app/read/runs.py ``api_page``); 400 on a bad parameter."""
+    from ..read import runs as runs_mod
+
+    ask = runs_mod.Ask.parse(request.query_params)
+    return _json(await _threaded(lambda: runs_mod.api_page(current().monitor.db.cursor(), ask)))
 
 
 @_guarded

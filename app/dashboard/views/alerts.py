@@ -124,14 +124,15 @@ def test_message() -> None:
                    "notifications.")
 
 
-def silence_form(rules: list[str], runs: list[str]) -> None:
+def silence_form(rules: list[str]) -> None:
     from ..read import alerts as alerts_mod
 
     with st.form("silence", clear_on_submit=False):
         st.markdown("**Silence a rule for a run**")
         cols = st.columns([2, 2, 1, 3])
         rule = cols[0].selectbox("rule", rules)
-        run = cols[1].selectbox("run", ["*", *runs], help="* silences it for every run")
+        run = cols[1].text_input("run", "*", help="a run name, or a glob such as sweep3-*; "
+                                 "* silences it for every run")
         duration = cols[2].text_input("for", "2h", help="e.g. 30m, 2h, 1d")
         comment = cols[3].text_input("comment", "")
         if not st.form_submit_button("Silence"):
@@ -157,7 +158,7 @@ def page() -> None:
     rules = rules_section(alerts_mod.overview(source.state()))
     test_message()
     if rules:
-        silence_form(rules, source.run_names())
+        silence_form(rules)
 
 
 source.guarded(page)

@@ -13,7 +13,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
-from . import charts, export, source
+from . import charts, export, picker, source
 
 ALIGN = ("step", "elapsed")
 
@@ -22,15 +22,21 @@ def write_param(name: str, key: str) -> None:
     source.set_params(**{name: st.session_state[key]})
 
 
-def pick(names: list[str]) -> tuple[list[str], str, str] | None:
-    """Runs, metric and alignment from the URL, shown in widgets that write back to it."""
+def pick() -> tuple[list[str], str, str] | None:
+    """Runs, metric and alignment from the URL, shown in widgets that write back to it. The
+    runs offered are those chosen plus the first matches of the search box, never every run."""
     wanted = source.parse_list(st.query_params, "runs")
-    unknown = [r for r in wanted if r not in names]
+    unknown = [r for r in wanted if not source.run_exists(r)]
     if unknown:
         st.warning(f"No run named {source.md(', '.join(unknown))}; the Runs page lists every run.")
     state = st.session_state
-    state["k-runs"] = [r for r in wanted if r in names]
-    st.multiselect("runs", names, key="k-runs", on_change=write_param, args=("runs", "k-runs"))
+    state["k-runs"] = [r for r in wanted if r not in unknown]
+    left, right = st.columns([2, 3])
+    with left:
+        q = picker.search_box("k-q")
+    with right:
+        st.multiselect("runs", picker.matches(q, keep=state["k-runs"]), key="k-runs",
+                       on_change=write_param, args=("runs", "k-runs"))
     chosen = state["k-runs"]
     if not chosen:
         st.info("Pick two or more runs to overlay (the URL keeps them: /compare?runs=a,b).")
@@ -76,11 +82,10 @@ def page() -> None:
     source.state()
     st.title("Compare runs")
     source.health_warning()
-    names = source.run_names()
-    if not names:
+    if not source.have_runs():
         source.no_runs_yet()
         return
-    picked = pick(names)
+    picked = pick()
     if picked:
         live(*picked)
 

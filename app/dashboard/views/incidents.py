@@ -13,7 +13,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
-from . import source
+from . import picker, source
 
 KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler")
 ALL = "every run"
@@ -24,18 +24,22 @@ def write_param(name: str, key: str) -> None:
     source.set_params(**{name: None if value == ALL else value})
 
 
-def filters(names: list[str]) -> tuple[str | None, list[str]]:
-    """Run and kinds from the URL, in widgets that write back to it."""
+def filters() -> tuple[str | None, list[str]]:
+    """Run and kinds from the URL, in widgets that write back to it. The runs offered are the
+    first matches of the search box (and the run the URL names), never every run."""
     run = st.query_params.get("run")
-    if run and run not in names:
+    if run and not source.run_exists(run):
         st.warning(f"No run named {source.md(repr(run))}; showing every run (the Runs page "
                    "lists them).")
         run = None
     kinds = [k for k in source.parse_list(st.query_params, "kind") if k in KINDS]
     st.session_state["i-run"], st.session_state["i-kind"] = run or ALL, kinds
-    left, right = st.columns(2)
-    left.selectbox("run", [ALL, *names], key="i-run", on_change=write_param,
-                   args=("run", "i-run"))
+    search, left, right = st.columns([2, 2, 3])
+    with search:
+        q = picker.search_box("i-q")
+    with left:
+        st.selectbox("run", picker.matches(q, keep=[ALL, *([run] if run else [])]), key="i-run",
+                     on_change=write_param, args=("run", "i-run"))
     right.multiselect("kind", KINDS, key="i-kind", on_change=write_param,
                       args=("kind", "i-kind"), placeholder="every kind")
     return run, kinds
@@ -67,11 +71,10 @@ def page() -> None:
     source.state()
     st.title("Incidents")
     source.health_warning()
-    names = source.run_names()
-    if not names:
+    if not source.have_runs():
         source.no_runs_yet()
         return
-    live(*filters(names))
+    live(*filters())
 
 
 source.guarded(page)

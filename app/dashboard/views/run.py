@@ -19,23 +19,28 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
 from ..command import COMMAND
-from . import charts, export, panels, source
+from . import charts, export, panels, picker, source
 
 
 def choose_run(view: source.RunView) -> str | None:
-    """The run the URL names, or a message (and None) when it names none or an unknown one."""
-    names = source.run_names()
+    """The run the URL names, or a message (and None) when it names none or an unknown one.
+    The picker offers the runs matching its search box, never every run."""
     if view.run is None:
-        if not names:
+        if not source.have_runs():
             source.no_runs_yet()
             return None
-        pick = st.selectbox("Run", names, index=None, placeholder="pick a run")
+        left, right = st.columns([2, 3])
+        with left:
+            q = picker.search_box("r-q")
+        with right:
+            pick = st.selectbox("Run", picker.matches(q), index=None, placeholder="pick a run")
         if pick:
             source.set_params(run=pick)
             st.rerun()
         return None
-    if view.run not in names:
-        shown = source.md(", ".join(names[:10])) + (" ..." if len(names) > 10 else "")
+    if not source.run_exists(view.run):
+        names = source.find_runs(None, 10)[0]
+        shown = source.md(", ".join(names)) + (" ..." if len(names) >= 10 else "")
         st.error(f"No run named {source.md(repr(view.run))} in {source.md(source.logdir())}. "
                  "A run is a folder there holding metrics.jsonl; the Runs page (/) lists every run"
                  + (f" (e.g. {shown})" if names else "")
