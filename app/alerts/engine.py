@@ -3,12 +3,13 @@
     engine = Engine(db, rules, ["log"])
     queued = engine.evaluate(now=time.time())   # outbox rows written by this pass
 
-A pass judges every run's new lines (one query finds the runs whose ``last_seen`` moved),
-the incidents diagnosis changed, the stalls (one query for quiet runs and the runs with a
-stall pending or firing), pending ``for`` durations, repeats and the end of silences; then it
-writes every state change, transition, notification, outbox row and the runs' progress in ONE
-transaction. Memory holds only caches of what the database says (states, progress, the
-change rules' trailing windows): a failed pass drops them and they are read again.
+A pass judges the new lines of the runs ingest stored something for (changes.py: one query,
+which reads no row when nothing was stored), the incidents diagnosis changed, the stalls (the
+live runs' facts, kept in memory, and the runs with a stall pending or firing), pending
+``for`` durations, repeats and the end of silences; then it writes every state change,
+transition, notification, outbox row and the runs' progress in ONE transaction. Memory holds
+only caches of what the database says (states, progress, live runs' facts, the change rules'
+trailing windows): a failed pass drops them and they are read again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import duckdb
 from ..db import queries
 from ..diagnose.detect import Watch
 from ..diagnose.load import frame_of
-from . import incidents, lifecycle, lines, stall
+from . import changes, incidents, lifecycle, lines, stall
 from .lifecycle import Silence
 from .state import ACTIVE, Batch, load_states
 
@@ -55,6 +56,7 @@ class Engine:
         self.windows: dict[tuple, deque] = {}
         self.incidents_since = None
         self.stall = stall.StallJudge()
+        self.watch_runs = changes.Watch()
         self.behind = False  # the last pass left lines unread (MAX_LINES)
 
     def evaluate(self, now: float | None = None) -> int:
@@ -65,9 +67,10 @@ class Engine:
         cursor.begin()
         try:
             silences = self._silences(cursor, now)
-            self._lines(cursor, batch, silences)
+            look = self.watch_runs.look(cursor, now, self.progress, self._stalled())
+            self._lines(cursor, batch, silences, look.changed)
             since = self._incidents(cursor, batch, silences)
-            self._stalls(cursor, batch, silences)
+            self._stalls(cursor, batch, silences, look.live)
             self._timers(batch, silences)
             queued = batch.commit(cursor, self.target_ids)
             cursor.commit()
@@ -75,6 +78,7 @@ class Engine:
             self._undo(cursor)
             raise
         self._applied(batch, since)
+        self.watch_runs.applied(look, not self.behind, set(self._stalled()))
         return queued
 
     def _undo(self, cursor) -> None:
@@ -101,13 +105,14 @@ class Engine:
         return [r for r in rules if fnmatch.fnmatchcase(run, r.runs)]
 
     # -- lines -------------------------------------------------------------------------
-    def _lines(self, cursor, batch: Batch, silences) -> None:
-        changed = queries.execute(cursor, "alerts/engine_changed_runs").fetchall()
+    def _lines(self, cursor, batch: Batch, silences, changed: list[tuple]) -> None:
+        """``changed``: as alerts/engine_changed_runs (changes.Look)."""
+        history = self._history(cursor, changed, batch.now)
         met = []
-        for run, last_seen, last_line, first_time, history_step, last_write in changed:
-            if last_line is None:  # first meeting
-                first_time, last_line, history_step = self._meet(cursor, run, last_write,
-                                                                 batch.now)
+        for run, last_seen, last_line, first_time, history_step, _ in changed:
+            if last_line is None:  # first meeting: a run silent for HISTORY_S is history,
+                # judged only from its next line
+                first_time, (last_line, history_step) = batch.now, history.get(run, (-1, None))
             met.append((run, last_seen, last_line, first_time, history_step))
         judged = {m[0]: m[2] for m in met if self._rules_for(self.line_rules, m[0])}
         frames, complete = self._new_lines(cursor, judged)
@@ -135,14 +140,17 @@ class Engine:
             start += size
         return frames, table.num_rows < MAX_LINES
 
-    def _meet(self, cursor, run: str, last_write, now: float) -> tuple:
-        """(first_time, last line to judge from, history step): a run silent for
-        HISTORY_S is judged only from its next line."""
-        if last_write is not None and last_write < now - HISTORY_S:
-            last_line, last_step = queries.execute(cursor, "alerts/engine_last_line",
-                                                   {"run": run}).fetchall()[0]
-            return now, last_line, -1 if last_step is None else last_step
-        return now, -1, None
+    def _history(self, cursor, changed: list[tuple], now: float) -> dict[str, tuple]:
+        """{run: (last line, last step)} of the runs met for the first time that were silent
+        for HISTORY_S (history: judged only from their next line), in one query."""
+        runs = [row[0] for row in changed if row[2] is None and row[5] is not None
+                and row[5] < now - HISTORY_S]
+        if not runs:
+            return {}
+        found = {run: (-1, -1) for run in runs}  # no line yet: from the first
+        rows = queries.execute(cursor, "alerts/engine_last_lines", {"runs": runs}).fetchall()
+        found.update((run, (line, -1 if step is None else step)) for run, line, step in rows)
+        return found
 
     def _judge_run(self, cursor, batch: Batch, run: str, frame, after: int, silences) -> int:
         for rule in self._rules_for(self.line_rules, run):
@@ -188,12 +196,17 @@ class Engine:
         return since
 
     # -- stalls ------------------------------------------------------------------------
-    def _stalls(self, cursor, batch: Batch, silences) -> None:
+    def _stalled(self) -> list[str]:
+        """Runs with a stall pending or firing."""
+        return sorted({k[1] for k in self.active if self.by_name.get(k[0]) in self.stall_rules})
+
+    def _stalls(self, cursor, batch: Batch, silences, live: dict) -> None:
+        """``live``: the facts of the runs still running and those with a stall active."""
         if not self.stall_rules:
             return
         quiet_s = min(min(r.min_s, r.checkpoint_budget_s) for r in self.stall_rules)
-        active = sorted({k[1] for k in self.active if self.by_name.get(k[0]) in self.stall_rules})
-        quiets = self.stall.quiet_runs(cursor, batch.now - quiet_s, active)
+        quiets = stall.quiet_runs(live, self.progress, batch.now - quiet_s,
+                                  set(self._stalled()))
         self.stall.prepare(cursor, [q for q in quiets if stall.eligible(q)])
         for quiet in quiets:
             for rule in self._rules_for(self.stall_rules, quiet.run):

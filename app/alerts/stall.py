@@ -10,6 +10,11 @@ it is ``checkpoint_budget`` and the alert names the checkpoint. A run whose last
 
 A run already silent for an hour when the rules first met it (a finished or crashed run from
 before cliffwatch watched) is history, not a stall, until it writes again.
+
+The timers run on the live runs' facts (status, last write, last step) that changes.py keeps
+in memory and refreshes for the runs ingest stored something for: the timers cost no query
+(a budget's figures are read once a silence), and finished runs are not looked at, however
+many the database holds.
 """
 
 from __future__ import annotations
@@ -46,11 +51,6 @@ class StallJudge:
     def __init__(self):
         self.known: dict[str, tuple[float | None, float | None, dict | None]] = {}
 
-    def quiet_runs(self, cursor, quiet_before: float, active: list[str]) -> list[Quiet]:
-        result = queries.execute(cursor, "alerts/engine_quiet_runs",
-                                 {"quiet_before": quiet_before, "active": active})
-        return [Quiet(*row[:6]) for row in result.fetchall()]
-
     def prepare(self, cursor, quiets: list[Quiet]) -> None:
         """Typical intervals and open checkpoints of the runs whose files changed since."""
         stale = [q for q in quiets if q.run not in self.known
@@ -72,6 +72,23 @@ class StallJudge:
             return Budget(rule.checkpoint_budget_s, typical, checkpoint)
         adaptive = rule.stall_factor * typical if typical else 0.0
         return Budget(max(rule.min_s, adaptive), typical, None)
+
+
+def quiet_runs(live: dict, progress: dict, quiet_before: float, active: set[str]) -> list[Quiet]:
+    """The runs still running whose files were last written before ``quiet_before``, plus
+    those in ``active`` (a stall pending or firing, to resolve them), from the live runs'
+    facts (changes.Facts by run) and the rules' progress by run: no query, however many runs
+    the database holds."""
+    quiets = []
+    for run in sorted(live):
+        facts = live[run]
+        if facts.last_write is None:
+            continue
+        if run in active or (facts.status == "running" and facts.last_write < quiet_before):
+            known = progress.get(run) or {}
+            quiets.append(Quiet(run, facts.status, facts.last_write, facts.last_step,
+                                known.get("first_time"), known.get("history_step")))
+    return quiets
 
 
 def eligible(quiet: Quiet) -> bool:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import math
 from dataclasses import replace
@@ -15,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..db import queries
 from ..ingest.parse import records_table
@@ -42,6 +44,8 @@ GROWN = ("run", "kind", "metric", "step", "end_step", "worst_step", "value")  # 
 # and what diagnose/incident_grow writes (diagnose/incident_update: the causes too)
 LINE_COLUMNS = ("line_id", "step", "attempt", "epoch")  # of run_lines, what causes read
 READ = object()  # LiveRun.attribute: read the run's steps per epoch from the database
+MAX_LINES = 100_000  # line ids one query reads: a first tick over a long history goes in steps
+SMALL_READ = 10_000  # line ids read through the DB-API (see LiveDiagnosis._new_lines)
 
 
 def run_ids(cursor) -> list[str]:
@@ -121,15 +125,6 @@ class LiveRun:
         self.buckets = BucketRuns()
         self.recent: dict[str, np.ndarray] = {}  # the last TAIL lines, column by column
         self.last_line = -1
-
-    def read(self, cursor) -> pa.Table:
-        """The run's lines stored since the last call (run_lines). A tick's few lines go
-        through the DB-API, which plans the query once where the relational API plans it
-        twice; the first read, the whole run, through the relational API without its extra
-        copy of the rows."""
-        params = {"run": self.run, "after": self.last_line}
-        read = queries.arrow if self.last_line < 0 else queries.arrow_small
-        return read(cursor, "run_lines", params)
 
     def feed(self, table: pa.Table, watch: Watch) -> list[Incident]:
         """Judge new lines (a run_lines table); returns the incidents found or grown, each
@@ -211,15 +206,18 @@ def _window(lines: dict[str, np.ndarray], incident: Incident) -> pd.DataFrame | 
 
 class LiveDiagnosis:
     """Feeds each run's new lines to its detector and stores what it finds in `incidents`.
-    A tick costs what its new lines cost, whatever the length of the run: one query for the
-    runs and the events stored since the last tick, one per run for its new lines, one for
-    every run's new rank lines, and one write per incident found or grown (their causes
-    judged from their own windows)."""
+    A tick costs what was stored since the last one, whatever the number of runs or their
+    length: one query says whether any metric line, event or rank line was stored (a tick
+    after which nothing was ingested stops there, having read no row); then one query for
+    every run's new lines, one for those runs and the new events, one for every run's new
+    rank lines, and one write per incident found or grown (their causes judged from their
+    own windows)."""
 
     def __init__(self, db, watch: Watch):
         self.db, self.watch = db, watch
         self.runs: dict[str, LiveRun] = {}
         self.stragglers: dict[str, straggler.Stragglers] = {}
+        self.last_line = -1  # metric_rows' rowid (line_id) judged so far, every run's
         self.last_rank_line = -1  # ranks_all's rowid judged so far, every run's
         self.last_event = -1  # events' rowid judged so far, every run's
         self.stored: dict[tuple, tuple] = {}  # incident -> the causes this process stored
@@ -227,53 +225,85 @@ class LiveDiagnosis:
     def update(self) -> int:
         """Judge every run's new lines; returns incidents stored or changed."""
         cursor = self.db.cursor()
-        runs, events, last_event = self._runs(cursor)
+        line, event, rank = queries.execute(cursor, "diagnose/changes", {
+            "line": self.last_line, "event": self.last_event,
+            "rank": self.last_rank_line}).fetchall()[0]
         changed = 0
-        for run, per_epoch in runs.items():
-            if run not in self.runs:
-                self.runs[run] = LiveRun(run, self.watch)
-            live = self.runs[run]
-            table = live.read(cursor)
-            new = live.feed(table, self.watch) if table.num_rows else []
+        if line is not None or event is not None:
+            changed += self._lines(cursor, self.last_line if line is None else line,
+                                   self.last_event if event is None else event)
+        if rank is not None:
+            changed += self._stragglers(cursor, rank)
+        return changed
+
+    def _lines(self, cursor, upto: int, upto_event: int) -> int:
+        """Judge the lines up to line id ``upto`` and the events up to ``upto_event``, at most
+        MAX_LINES line ids a query (a first tick over a long history goes in steps)."""
+        changed = 0
+        while True:
+            stop = min(upto, self.last_line + MAX_LINES)
+            table = self._new_lines(cursor, stop)
+            changed += self._judge(cursor, table, upto_event)
+            self.last_line = stop  # only now: a failed tick reads the same lines again
+            if stop >= upto:
+                return changed
+
+    def _new_lines(self, cursor, stop: int) -> pa.Table | None:
+        if stop <= self.last_line:
+            return None
+        # a first tick's long read through the relational API (no extra copy of the rows), a
+        # tick's few lines through the DB-API (which plans the query once, not twice)
+        read = queries.arrow if stop - self.last_line > SMALL_READ else queries.arrow_small
+        return read(cursor, "diagnose/new_lines", {"after": self.last_line, "upto": stop})
+
+    def _judge(self, cursor, table: pa.Table | None, upto_event: int) -> int:
+        """Feed each run's lines of ``table`` (diagnose/new_lines) to its detector, judge again
+        the incidents the new events touch, and store what changed."""
+        lines = _by_run(table)
+        runs, events = self._runs(cursor, list(lines), upto_event)
+        changed = 0
+        for run in sorted(runs.keys() | lines.keys()):
+            live = self.runs.get(run)
+            if live is None and run not in lines:
+                continue  # events of a run with no lines yet: no incident to judge again
+            live = live or self.runs.setdefault(run, LiveRun(run, self.watch))
+            table = _unread(lines.get(run), live.last_line)
+            new = live.feed(table, self.watch) if table is not None else []
             keys = {i.key for i in new}
             touched = live.touched(events.get(run, []))  # grown ones too: their events changed
             again = [i for i in touched if i.key not in keys]
             if new or again:
-                live.attribute(cursor, new + again, per_epoch, {i.key for i in touched})
+                live.attribute(cursor, new + again, runs.get(run), {i.key for i in touched})
                 changed += self._store(cursor, new + again)
-        self.last_event = last_event  # only now: a failed tick reads the same events again
-        return changed + self._stragglers(cursor)
+        self.last_event = upto_event  # only now: a failed tick reads the same events again
+        return changed
 
-    def _stragglers(self, cursor) -> int:
+    def _stragglers(self, cursor, upto: int) -> int:
         """Feed every run's new rank lines to its straggler detector (one query for all runs:
         most runs have no rank files) and store what it found, grew or ended."""
-        params = {"run": None, "after": self.last_rank_line}
+        params = {"run": None, "after": self.last_rank_line, "upto": upto}
         read = queries.arrow if self.last_rank_line < 0 else queries.arrow_small
         table = read(cursor, "diagnose/rank_lines", params)
-        if not table.num_rows:
-            return 0
         found = []
         for run, lines in straggler.by_run(table):
             detector = self.stragglers.setdefault(run, straggler.Stragglers(run))
             found += detector.feed(lines)
-        self.last_rank_line = int(table["line_id"][-1].as_py())
+        self.last_rank_line = upto  # the detectors have the lines: never feed them twice
         return self._store(cursor, found) if found else 0
 
-    def _runs(self, cursor) -> tuple[dict[str, int | None], dict[str, list[int]], int]:
-        """Every run with its steps per epoch, the steps of each run's events stored since the
-        last tick, and the highest event rowid seen (diagnose/runs)."""
+    def _runs(self, cursor, names: list[str], upto_event: int) -> tuple[dict, dict]:
+        """The runs named and those with events stored since the last tick, each with its
+        steps per epoch, and the steps of those events by run (diagnose/runs)."""
         runs: dict[str, int | None] = {}
         events: dict[str, list[int]] = {}
-        last_event = self.last_event
-        rows = queries.execute(cursor, "diagnose/runs", {"after": self.last_event}).fetchall()
+        rows = queries.execute(cursor, "diagnose/runs", {
+            "runs": names, "after": self.last_event, "upto": upto_event}).fetchall()
         for run, per_epoch, event_id, step in rows:
             if event_id is None:
                 runs[run] = per_epoch
-                continue
-            last_event = max(last_event, event_id)
-            if step is not None:
+            elif step is not None:
                 events.setdefault(run, []).append(step)
-        return runs, events, last_event
+        return runs, events
 
     def _store(self, cursor, incidents: list[Incident]) -> int:
         """Incidents stored before are updated in place; the others (and any whose row is
@@ -298,6 +328,26 @@ class LiveDiagnosis:
             name, fields = "diagnose/incident_update", (*GROWN, "causes", "evidence")
         params = {f: getattr(incident, f) for f in fields}
         return queries.execute(cursor, name, params).fetchone()[0] > 0
+
+
+def _by_run(table: pa.Table | None) -> dict[str, pa.Table]:
+    """Each run's lines of a table sorted by run (diagnose/new_lines)."""
+    if table is None or not table.num_rows:
+        return {}
+    runs, start, found = table["run"].to_pylist(), 0, {}
+    for run, group in itertools.groupby(runs):
+        size = sum(1 for _ in group)
+        found[run] = table.slice(start, size)
+        start += size
+    return found
+
+
+def _unread(table: pa.Table | None, last_line: int) -> pa.Table | None:
+    """The lines of ``table`` after ``last_line`` (all of them, but after a failed tick)."""
+    if table is None or table["line_id"][0].as_py() > last_line:
+        return table
+    table = table.filter(pc.greater(table["line_id"], last_line))
+    return table if table.num_rows else None
 
 
 def _judged(incident: Incident) -> tuple:

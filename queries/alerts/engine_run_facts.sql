@@ -1,0 +1,19 @@
+-- title: Facts of the runs of some files
+-- description: For the runs the given files belong to: status, last_seen (moved by ingest with
+--   each run's lines and events), the newest modification time of its log files as ingest last
+--   read them (the trainer's own write, true across a server restart) and its last step. What
+--   an alert pass reads of the runs ingest stored something for (alerts/engine_changes).
+-- param files: file ids (example: [1, 2])
+WITH named AS (
+    SELECT DISTINCT run FROM files WHERE file_id IN (SELECT unnest($files))
+), w AS (
+    SELECT run, max(mtime) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
+           max(last_step) FILTER (WHERE kind = 'metrics') AS last_step
+    FROM files
+    WHERE run IN (SELECT run FROM named)
+    GROUP BY run
+)
+SELECT r.run, coalesce(r.status, 'running') AS status, r.last_seen, w.last_write, w.last_step
+FROM runs AS r
+JOIN w USING (run)
+ORDER BY r.run
