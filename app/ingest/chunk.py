@@ -42,7 +42,7 @@ BLOCK = 1 << 18  # translate() holds the GIL a whole block: big ones stalled the
 # BOOLEAN is not here: DuckDB would store true as 1.0 silently (the careful path notes it).
 NUMERIC = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
            "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE"}
-_RENAMED = re.compile(r"(.*)_\d+")  # how read_json names a second spelling of a key
+RENAMED = re.compile(r"(.*)_\d+")  # how read_json names a second spelling of a key
 
 
 @dataclass
@@ -135,7 +135,7 @@ class Chunk:
         self.path.unlink(missing_ok=True)
 
 
-def _first_line(line: bytes) -> dict | None:
+def first_line(line: bytes) -> dict | None:
     """The first line's object, if it is a plain metrics line (an integer step, no event)."""
     try:
         obj = orjson.loads(line)
@@ -164,7 +164,7 @@ def first_line_columns(first: dict, known: dict[str, str]) -> list[str] | None:
     names = [key for key in first if key != "step"]
     for name in names:
         if type(first[name]) not in (int, float) or column_name(name) != name \
-                or _RENAMED.fullmatch(name):
+                or RENAMED.fullmatch(name):
             return None
     return names
 
@@ -179,7 +179,7 @@ def whole_file(handle: LogHandle, size: int, scratch: Path,
     if handle.read(size - 1, 1) != b"\n":
         return "ends in an unfinished line"
     first = handle.read(0, 1 << 20)
-    head = _first_line(first[:first.find(b"\n")])
+    head = first_line(first[:first.find(b"\n")])
     if head is None:
         return "the first line is no plain metrics line"
     first_step = head["step"]
@@ -264,7 +264,7 @@ def prepare(data: bytes, scratch: Path) -> Chunk | str:
     """A scratch copy of ``data`` (complete lines) if it is clean enough to try the fast path."""
     if len(data) < MIN_BYTES:
         return "too small for a scratch copy"
-    head = _first_line(data[:data.find(b"\n")])
+    head = first_line(data[:data.find(b"\n")])
     if head is None:
         return "the first line is no plain metrics line"
     first_step = head["step"]
@@ -306,7 +306,7 @@ def new_columns(described: list[tuple], known: set[str],
         if fold(name) not in known:
             names.append(name)
     for name in seen:
-        renamed = _RENAMED.fullmatch(name)
+        renamed = RENAMED.fullmatch(name)
         if renamed and renamed.group(1) in seen:
             return None
     return names

@@ -75,17 +75,61 @@ def _leads_out(root: str, path: str) -> bool:
     return real != root and not real.startswith(root.rstrip("/") + "/")
 
 
-def scan(logdir: Path, links_out: list[str] | None = None) -> list[LogFile]:
-    """The log files under ``logdir``. Folder links are not followed; those that lead out of
-    the log directory are added to ``links_out`` (as stored names) to be reported."""
-    found, root = [], os.path.realpath(logdir)
-    for folder, dirs, names in os.walk(logdir):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if links_out is not None:
-            links_out += [readable(os.path.relpath(os.path.join(folder, d), logdir))
-                          for d in dirs if _leads_out(root, os.path.join(folder, d))]
-        for name in sorted(names):
-            item = classify(logdir, Path(folder) / name)
+def scan(logdir: Path, links_out: list[str] | None = None, known=frozenset(),
+         top: str = "") -> list[LogFile]:
+    """The log files under ``logdir`` (or only under its sub-folder ``top``), but not those in
+    ``known`` (paths on disk, relative: they are not classified again). Folder links are not
+    followed; those that lead out of the log directory are added to ``links_out`` (as stored
+    names) to be reported."""
+    found: list[LogFile] = []
+    for folder, entries in folders(logdir, top):
+        found += in_folder(logdir, folder, entries, known, links_out)
+    return found
+
+
+def folders(logdir: Path, top: str = ""):
+    """Each folder under ``logdir/top`` (relative, "" for the log directory itself) with its
+    entries, depth first, skipping folders that start with ``.``. One ``scandir`` per folder:
+    an entry's type comes without a stat, so 10,000 run folders cost tens of milliseconds."""
+    stack = [top]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(os.path.join(logdir, rel)) as found:
+                entries = sorted(found, key=lambda e: e.name)
+        except OSError:
+            continue  # gone, or not a folder (any more): the files in it are followed anyway
+        yield rel, entries
+        stack += reversed([join(rel, e.name) for e in entries
+                           if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)])
+
+
+def in_folder(logdir: Path, rel: str, entries, known=frozenset(),
+              links_out: list[str] | None = None) -> list[LogFile]:
+    """The log files among one folder's entries that are not in ``known``."""
+    found = []
+    for entry in entries:
+        path = join(rel, entry.name)
+        if entry.is_dir(follow_symlinks=False) or path in known:
+            continue
+        if _folder_link(entry):  # never followed
+            if links_out is not None and not entry.name.startswith(".") \
+                    and _leads_out(os.path.realpath(logdir), entry.path):
+                links_out.append(readable(path))
+            continue
+        if kind_of(entry.name) is not None:
+            item = classify(logdir, Path(logdir) / path)
             if item is not None:
                 found.append(item)
     return found
+
+
+def _folder_link(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink() and entry.is_dir()
+    except OSError:
+        return False  # a link loop: a file to the tailer, which reports it
+
+
+def join(folder: str, name: str) -> str:
+    return f"{folder}/{name}" if folder else name

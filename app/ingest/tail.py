@@ -1,6 +1,6 @@
-"""The tailer: reads every tracked file from its committed offset and stores what it finds.
+"""The tailer: reads tracked files from their committed offsets and stores what it finds.
 
-Watchdog events only say "look now"; the tailer always decides from the file itself: its
+Watchdog events only say where to look; the tailer always decides from the file itself: its
 inode, size, first bytes, the bytes before the offset stored in DuckDB (follow.py), opened only
 if it is a regular file inside the log directory (openfile.py). Only complete lines (ending in
 ``\\n``) are consumed, so a line being written waits for its newline. One call to ``tick()``
@@ -8,7 +8,9 @@ reads at most ``chunk_bytes`` from each file, so a burst in one run never holds 
 ``behind`` says a file has more to read right away::
 
     tailer = Tailer(db, Path("runs"), settings, scratch=Path("/dev/shm/cw"))
-    tailer.tick(discover=True)   # -> rows ingested in this tick
+    tailer.tick(discover=True)   # -> rows ingested in this tick, from every file
+    tailer.tick(changes=Changes(files={"demo/metrics.jsonl"}))  # that file, and those with
+                                 # work under way, live runs' and the sweep's share (_focus)
     tailer.catch_up()            # ticks until nothing complete is left unread
 
 A line the database refuses for its own content is recorded and skipped; any other failure
@@ -30,20 +32,27 @@ from pathlib import Path
 import duckdb
 
 from ..db.database import Database
-from . import careful, fast, follow, memory, wholefile
+from . import batch, careful, fast, follow, memory, wholefile
+from .activity import Changes, Pace
 from .backoff import Backoff, describe
 from .filestate import FileState, refresh
 from .formats import detect, keymap
 from .openfile import LogHandle, Refused, open_log
 from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
-from .scan import scan
+from .scan import folders, in_folder, scan
 from .segment import HEAD_BYTES, Segment
 from .store import Batch, Store, content_error
 
 log = logging.getLogger("cliffwatch.ingest")
 ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long
 SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
+STATUS_KEY = "the runs' status"  # the Backoff key of reading which runs have ended
 SETTLE_S = 0.4  # a TensorBoard file's last step is stored once the file is this still
+# A file of a run without run_end that grew this recently is also looked at every tick, event
+# or not: inotify sees no appends made on another machine of a network filesystem (without
+# --poll), and drops events when its queue overflows. Quieter files wait for an event or the
+# sweep.
+LIVE_S = 600.0
 
 
 @dataclass
@@ -97,20 +106,49 @@ class Tailer:
         self.tried: dict[str, int] = {}  # path -> bytes of the batch last tried
         self.shrunk: dict[str, int] = {}  # path -> bytes read per tick after out-of-memory
         self.fatal: str | None = None  # the database was invalidated: nothing works until restart
+        self.stored_as: dict[str, str] = {}  # path on disk -> stored path (on_disk reversed)
+        self.known = set(self.files)  # paths on disk of the tracked files: not classified again
+        self.finished = self._finished_runs()  # runs whose log has run_end
+        self.ends_seen = False  # an events file grew this tick: ask the runs' status again
+        self.live = self._recently_written()  # path -> time.monotonic() it last grew
+        self.busy: set[str] = set()  # files with more to read than the last tick's budget
+        self.file_pace = Pace(settings.scan_interval)  # the sweep over tracked files ...
+        self.folder_pace = Pace(settings.scan_interval)  # ... and over the folders
+        self.sweep_at = 0  # index in self.files of the sweep's next file
+        self.walk = None  # the sweep's walk of the folders, under way
+        self.walked = 0  # folders it has met so far
+        self.folder_count = 0  # folders the last whole walk met
 
     def discover(self) -> None:
         if SCAN_KEY in self.unsure:  # a file registered by a failed call may exist after all
             for state in self.store.load_files():
                 self.files.setdefault(state.path, state)
+                self.known.add(state.path)
             self.unsure.discard(SCAN_KEY)
         links_out: list[str] = []
+        found, self.folder_count = [], 0
+        for folder, entries in folders(self.logdir):
+            found += in_folder(self.logdir, folder, entries, self.known, links_out)
+            self.folder_count += 1
+        self._track(found, links_out)
+        self.walk = None  # the sweep starts its walk again
+
+    def _track(self, found: list, links_out: list[str]) -> list[str]:
+        """Register log files found on disk; returns the stored paths of those not tracked
+        before."""
         added: set[str] = set()
-        for found in scan(self.logdir, links_out):
-            if found.real is not None:
-                self.on_disk[found.path] = found.real
-            if found.path not in self.files:
-                self.files[found.path] = self.store.add_file(found.run, found.path, found.kind)
-                added.add(found.path.rpartition("/")[0])
+        new, fresh = [], {}
+        for item in found:
+            self.known.add(item.real or item.path)
+            if item.real is not None:
+                self.on_disk[item.path] = item.real
+                self.stored_as[item.real] = item.path
+            if item.path not in self.files:
+                fresh[item.path] = (item.run, item.path, item.kind)
+        for state in self.store.add_files(list(fresh.values())):  # one statement for all
+            self.files[state.path] = state
+            added.add(state.path.rpartition("/")[0])
+            new.append(state.path)
         if added:
             self._choose(added)
         for link in set(links_out) - self.links_noted:
@@ -118,26 +156,164 @@ class Tailer:
                 f"{link} is a folder link that leads outside the log directory; it is not "
                 "read (copy or move the run folder into the log directory to monitor it)")})
             self.links_noted.add(link)
+        return new
 
-    def tick(self, discover: bool = False) -> int:
-        """Read what is new in every file, up to ``chunk_bytes`` each; returns rows ingested."""
+    def tick(self, discover: bool = False, changes: Changes | None = None) -> int:
+        """Read what is new, up to ``chunk_bytes`` per file: in every file, or given
+        ``changes`` (what watchdog events named) only in the files worth a look (``_focus``);
+        returns rows ingested."""
         started, rows, caught_up, behind = time.time(), 0, True, False
         if self.fatal:
             self.behind = False
             return 0  # every statement would fail: `failure` says to restart
-        if discover:
+        if discover or (changes is not None and changes.everything):
             caught_up = self._attempt(SCAN_KEY, self.discover) is not None
-        for state in list(self.files.values()):
+            changes = None if discover else changes
+        states = list(self.files.values())
+        if changes is not None and not changes.everything:
+            new = self._attempt(SCAN_KEY, self._discover_changes, changes)
+            caught_up = new is not None
+            states = self._focus(changes, new or [])
+        rows += self._store_new(states)  # new logs many to a transaction (batch.py)
+        self.busy = set()
+        for state in states:
+            seen = (state.offset, state.mtime, state.state)
             outcome = self._attempt(state.path, self._follow, state)
             done, added = outcome or (False, 0)
             rows += added
             caught_up &= done
             behind |= outcome is not None and not done
+            if outcome is not None and not done:
+                self.busy.add(state.path)
+            if (state.offset, state.mtime, state.state) != seen:
+                self._grew(state)
+        if self.ends_seen:
+            self._attempt(STATUS_KEY, self._read_finished)
         if caught_up:
             self.last_caught_up = started
         self.pending_partial = len(self.pending)
         self.behind = behind
         return rows
+
+    def _store_new(self, states: list[FileState]) -> int:
+        """Logs never read, stored a group to a transaction (batch.py: a catch-up of many
+        small runs); the loop below reads those it leaves one by one, the rest unchanged."""
+        if not self.fast_path:
+            return 0
+        ready = [(s, self.on_disk.get(s.path, s.path)) for s in batch.candidates(states)
+                 if s.path not in self.unsure and s.path not in self.shrunk
+                 and self.backoff.due(s.path)]
+        rows = self._attempt(batch.KEY, batch.store, self.store, self.root, ready,
+                             self.scratch, self.unsure, self._chunk) or 0
+        for state, _ in ready:
+            if state.offset:  # stored: followed as the loop's files that grew are
+                self._grew(state)
+        self.rows_by_path["fast"] += rows
+        return rows
+
+    # ---- which files a tick looks at ------------------------------------------------------
+
+    def _focus(self, changes: Changes, new: list[str]) -> list[FileState]:
+        """The files worth a look this tick: those events named or that are new, those with
+        work under way (an unfinished line, a rotated file, a retry, more to read), those of
+        live runs that grew lately (LIVE_S), and the sweep's share of all. A file of a finished
+        run that nothing names costs nothing until the sweep comes round."""
+        now = time.monotonic()
+        # a file created by a rename onto a tracked name (run.json written atomically, a
+        # folder moved back) is tracked already, and is read again
+        paths = {self.stored_as.get(p, p) for p in changes.files | changes.created}
+        paths.update(new, self.pending, self.rotated, self.busy, self.unsure,
+                     self.backoff.failing)
+        folders_named = changes.gone | {p for p in changes.created
+                                        if os.path.isdir(f"{self.logdir}/{p}")}
+        if folders_named:
+            paths.update(self._under(folders_named))
+        for path, grew in list(self.live.items()):
+            state = self.files.get(path)
+            if now - grew > LIVE_S or state is None or state.run in self.finished:
+                del self.live[path]
+            else:
+                paths.add(path)
+        paths.update(self._sweep_files())
+        return sorted((self.files[p] for p in paths if p in self.files),
+                      key=lambda state: state.file_id)
+
+    def _under(self, gone: set[str]) -> list[str]:
+        """Tracked files that were, or were under, the paths deleted or moved away."""
+        prefixes = tuple(g + "/" for g in gone)
+        return [path for path in self.files
+                if (disk := self.on_disk.get(path, path)) in gone or disk.startswith(prefixes)]
+
+    def _sweep_files(self) -> list[str]:
+        """This tick's share of the slow pass over every tracked file."""
+        count = self.file_pace.due(len(self.files))
+        if not count:
+            return []
+        paths = list(self.files)
+        start = self.sweep_at % len(paths)
+        self.sweep_at = start + count
+        return paths[start:start + count] + paths[:max(0, start + count - len(paths))]
+
+    def _discover_changes(self, changes: Changes) -> list[str]:
+        """Look for new log files where events say something was created (or a file no
+        tracked path names was written), and in this tick's share of the sweep's walk; returns
+        the stored paths of the files found."""
+        if SCAN_KEY in self.unsure:
+            self.discover()
+            return list(self.files)
+        links_out: list[str] = []
+        found = []
+        unknown = {p for p in changes.files if p not in self.known}
+        for rel in changes.created | unknown:
+            found += self._created(rel, links_out)
+        for folder, entries in self._sweep_folders():
+            found += in_folder(self.logdir, folder, entries, self.known, links_out)
+        return self._track(found, links_out)
+
+    def _created(self, rel: str, links_out: list[str]) -> list:
+        path = self.logdir / rel
+        if path.is_dir() and not path.is_symlink():
+            return scan(self.logdir, links_out, self.known, top=rel)
+        folder, _, name = rel.rpartition("/")
+        try:
+            with os.scandir(self.logdir / folder) as entries:
+                entry = [e for e in entries if e.name == name]
+        except OSError:
+            return []
+        return in_folder(self.logdir, folder, entry, self.known, links_out)
+
+    def _sweep_folders(self) -> list:
+        """This tick's share of the slow walk of every folder (a new walk once one ends)."""
+        share = []
+        for _ in range(self.folder_pace.due(max(self.folder_count, 1))):
+            if self.walk is None:
+                self.walk, self.walked = folders(self.logdir), 0
+            step = next(self.walk, None)
+            if step is None:
+                self.walk, self.folder_count = None, self.walked
+                break
+            self.walked += 1
+            share.append(step)
+        return share
+
+    def _grew(self, state: FileState) -> None:
+        """A followed file changed: keep it looked at every tick while its run is live."""
+        if state.run not in self.finished:
+            self.live[state.path] = time.monotonic()
+        if state.kind == "events":  # run_start or run_end may have come (not counted in rows)
+            self.ends_seen = True  # asked once at the tick's end, not once per file
+
+    def _read_finished(self) -> None:
+        self.finished, self.ends_seen = self._finished_runs(), False
+
+    def _finished_runs(self) -> set[str]:
+        return {run for (run,) in self.db.run("ingest/finished_runs").fetchall()}
+
+    def _recently_written(self) -> dict[str, float]:
+        """At start: the files of live runs written in the last LIVE_S seconds."""
+        now, wall = time.monotonic(), time.time()
+        return {s.path: now for s in self.files.values()
+                if s.run not in self.finished and s.mtime and wall - s.mtime < LIVE_S}
 
     def catch_up(self) -> int:
         """Discover and read until nothing complete is left (files that fail are left to
@@ -218,7 +394,7 @@ class Tailer:
             return True, 0  # another log of the run is read, or it is no log (recorded once)
         late = self._follow_rotated(state) if state.path in self.rotated else 0
         rel = self.on_disk.get(state.path, state.path)
-        if self._unchanged(state, self.logdir / rel):
+        if self._unchanged(state, f"{self.logdir}/{rel}"):  # a str: no Path built per look
             return True, late
         try:
             handle = open_log(self.root, rel)
@@ -233,7 +409,7 @@ class Tailer:
             done, rows = self._read(state, handle)
             return done, rows + late
 
-    def _unchanged(self, state: FileState, path: Path) -> bool:
+    def _unchanged(self, state: FileState, path: str) -> bool:
         """A stat says nothing new since the last look (the common case, kept cheap)."""
         try:
             info = os.stat(path)

@@ -1,11 +1,16 @@
 """The ingest worker: a thread that runs the tailer, woken early by watchdog events.
 
-Events are hints only. The worker also scans the whole log directory at start and every
-``scan_interval`` seconds, and ticks every ``tick_interval`` seconds even when no event came,
-so a missed or coalesced inotify event (or a network filesystem with ``--poll``) only delays a
-line, never loses it. When a file had more than one tick's budget to read, the next tick starts
-at once. ``failure`` says what is failing and being retried (None when healthy), and that a
-tick has not returned for far longer than any should (a read that blocks, a stuck database)::
+Events are hints only, but they say where to look: a tick reads the files events named (and
+looks for logs in the folders they created), the files with work under way and those of live
+runs that grew lately; a file of a finished run costs nothing until an event names it. The
+whole log directory is scanned at start, and a slow sweep looks at every file and folder once
+per ``scan_interval`` seconds, a share per tick (every ``tick_interval`` seconds even when no
+event came), so a missed or coalesced inotify event (or a network filesystem without
+``--poll``) only delays a line, never loses it. When a file had more than one tick's budget to
+read, the next tick starts at once. How the folders are watched, and what to do when an inotify
+limit runs out, is in watches.py. ``failure`` says what is failing and being retried (None when
+healthy), and that a tick has not returned for far longer than any should (a read that blocks,
+a stuck database)::
 
     "ingest of demo/metrics.jsonl failing for 12 s: OutOfMemoryException: ...; retrying"
     "ingest failing: stuck for 45 s in one tick (a file or the database does not answer); ..."
@@ -20,15 +25,16 @@ from pathlib import Path
 
 import pyarrow as pa
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
-from watchdog.observers.polling import PollingObserver
 
+from .activity import Activity, Changes
 from .backoff import describe
 from .tail import Tailer
+from .watches import Watching
 
 log = logging.getLogger("cliffwatch.ingest")
 DEBOUNCE_S = 0.01  # let a burst of appends land in one transaction
 STUCK_S = 30.0  # a tick this long is stuck: a 64 MB chunk per file takes about a second
+CPU_LOG_S = 60.0  # with debug logging, the ingest thread's own CPU is logged this often
 
 
 class _Wake(FileSystemEventHandler):
@@ -36,20 +42,17 @@ class _Wake(FileSystemEventHandler):
         self.worker = worker
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        path = str(event.src_path)
-        if "/." in path[len(str(self.worker.logdir)):]:
-            return  # our own database folder; reacting to it would wake us forever
-        if event.event_type in ("created", "moved", "deleted"):
-            self.worker.rescan.set()
-        self.worker.wake.set()
+        if self.worker.activity.note(event):
+            self.worker.wake.set()
 
 
 class IngestWorker:
     def __init__(self, tailer: Tailer, settings, poll: bool = False):
         self.tailer, self.settings = tailer, settings
         self.logdir = Path(tailer.logdir)
-        self.wake, self.rescan, self.stop_flag = threading.Event(), threading.Event(), False
-        self.observer = PollingObserver(timeout=1.0) if poll else Observer()
+        self.wake, self.stop_flag = threading.Event(), False
+        self.activity = Activity(str(self.logdir))
+        self.watching = Watching(self.logdir, _Wake(self), poll=poll)
         self.thread = threading.Thread(target=self._loop, name="cliffwatch-ingest", daemon=True)
         self.ticks = 0
         self.listeners: list = []  # called (in this thread) after a tick that stored rows
@@ -60,18 +63,16 @@ class IngestWorker:
     def start(self) -> None:
         pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
         self.tailer.tick(discover=True)  # catch up (one budget per file) before serving
-        if self.tailer.behind:
-            self.wake.set()
-        self.observer.schedule(_Wake(self), str(self.logdir), recursive=True)
-        self.observer.start()
+        self.watching.start()
+        self.activity.everything()  # what changed before the watches were set: one full look
+        self.wake.set()
         self.thread.start()
 
     def stop(self) -> None:
         self.stop_flag = True
         self.wake.set()
-        self.observer.stop()
         self.thread.join(timeout=10)
-        self.observer.join(timeout=5)
+        self.watching.stop()
 
     @property
     def failure(self) -> str | None:
@@ -89,33 +90,44 @@ class IngestWorker:
         return max(0.0, time.time() - self.tailer.last_caught_up)
 
     def _loop(self) -> None:
-        next_scan = time.monotonic() + self.settings.scan_interval
+        cpu = (time.thread_time(), time.monotonic(), self.ticks)
         while not self.stop_flag:
             self.wake.wait(self.settings.tick_interval)
             if self.stop_flag:
                 break
             time.sleep(DEBOUNCE_S)
             self.wake.clear()
-            discover = self.rescan.is_set() or time.monotonic() >= next_scan
-            if discover:
-                self.rescan.clear()
-                next_scan = time.monotonic() + self.settings.scan_interval
-            rows = self._tick(discover)
+            rows = self._tick(self.activity.take())
             self.ticks += 1
+            if time.monotonic() - cpu[1] >= CPU_LOG_S:
+                cpu = self._log_cpu(*cpu)
             if self.tailer.behind:
                 self.wake.set()  # a file has more to read: no pause before the next tick
             for listener in self.listeners if rows else ():
                 listener()
 
-    def _tick(self, discover: bool) -> int:
-        """One tick; a failure outside any one file is logged once per episode, not per tick."""
+    def _log_cpu(self, cpu: float, since: float, ticks: int) -> tuple[float, float, int]:
+        """Log (debug) the CPU this thread used since the last report: the cost of ingest
+        alone, apart from the server's other threads."""
+        now = (time.thread_time(), time.monotonic(), self.ticks)
+        log.debug("ingest thread: %.1f%% of a core over %.0f s (%d ticks, %d files)",
+                  100 * (now[0] - cpu) / (now[1] - since), now[1] - since, now[2] - ticks,
+                  len(self.tailer.files))
+        return now
+
+    def _tick(self, changes: Changes | None = None) -> int:
+        """One tick (of every file when no ``changes`` are given); a failure outside any one
+        file is logged once per episode, not per tick."""
         self.tick_started = time.monotonic()
         try:
-            rows = self.tailer.tick(discover=discover)
+            if changes and changes.created and self.watching.check(sorted(changes.created)):
+                changes.everything = True  # watching changed: events may have been missed
+            rows = self.tailer.tick(changes=changes or None)
         except Exception as exc:  # the thread must go on
             if self.tick_error is None:
                 log.exception("ingest tick failed; retrying every tick")
             self.tick_error = f"ingest tick failing: {describe(exc)}; retrying"
+            self.activity.everything()  # what the events named is not lost with the tick
             return 0
         finally:
             self.tick_started = None

@@ -70,6 +70,8 @@ async def health(request: Request) -> Response:
         return {**row, "skipped": skipped, "ingest_lag_s": round(state.worker.lag_s(), 3),
                 "unfinished_lines": state.worker.tailer.pending_partial,
                 "ingest": "failing" if failure else "ok", "ingest_error": failure,
+                "watching": state.worker.watching.mode,
+                "watching_note": state.worker.watching.problem,
                 "alerts": "failing" if alerting else "ok",
                 "alerts_error": "; ".join(alerting) or None,
                 "logdir": str(state.monitor.logdir), "db": str(state.monitor.db.path)}

@@ -4,6 +4,7 @@ must hold exactly the planted bad lines."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -51,3 +52,71 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path):
     found = {(e["file"], e["offset"]) for e in json.loads(errors.stdout)}
     assert found == planted
     assert {e["severity"] for e in json.loads(errors.stdout)} == {"error"}
+
+
+SMALL_RUNS, SMALL_LINES, SMALL_KILLS = 120, 600, 4
+
+
+def inside_batch(ingest: subprocess.Popen, logdir, timeout: float = 60.0) -> bool:
+    """Wait until the process writes a group's scratch file (it is storing a group), or
+    exits; True if it is storing one."""
+    patterns = [f"/dev/shm/cliffwatch-{ingest.pid}-*/*.jsonl",
+                str(logdir / ".cliffwatch" / f"cliffwatch-{ingest.pid}-*" / "*.jsonl")]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and ingest.poll() is None:
+        if any(glob.glob(pattern) for pattern in patterns):
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def small_log(run: int, start: int, lines: int) -> bytes:
+    return b"".join(json.dumps({"step": step + 1, "loss": 0.5, "seq": run * 100_000 + step})
+                    .encode() + b"\n" for step in range(start, start + lines))
+
+
+def test_sigkill_during_a_batched_catch_up_of_many_small_logs(tmp_path):
+    """Many new small logs are stored a group to a transaction (app/ingest/batch.py), each
+    group committing its files' rows and positions together. SIGKILL `ingest --once` at
+    random moments of that catch-up while runs appear and grow between the kills: every
+    line is stored exactly once, and the logs went by the batch."""
+    logdir = tmp_path / "logs"
+    rng = random.Random(20261130)
+    written = {}
+
+    def grow(run: int, lines: int) -> None:
+        path = logdir / f"run{run:03d}" / "metrics.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as handle:
+            handle.write(small_log(run, written.get(run, 0), lines))
+        written[run] = written.get(run, 0) + lines
+
+    for run in range(SMALL_RUNS):
+        grow(run, SMALL_LINES)
+    env = dict(os.environ, CLIFFWATCH_CHUNK_BYTES="1")  # groups of ~1 MiB: many commits
+    landed = 0
+    for kill in range(SMALL_KILLS):
+        ingest = subprocess.Popen([sys.executable, "-m", "app", "ingest", "--logdir",
+                                   str(logdir), "--once"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL)
+        landed += inside_batch(ingest, logdir)
+        time.sleep(rng.uniform(0.0, 0.1))
+        ingest.send_signal(signal.SIGKILL)  # unless it is done already
+        ingest.wait()
+        for run in rng.sample(range(SMALL_RUNS + kill * 10), 10):
+            grow(run, 7)  # a run read before grows, a new one is batched next time
+        for run in range(SMALL_RUNS + kill * 10, SMALL_RUNS + (kill + 1) * 10):
+            grow(run, SMALL_LINES)
+    done = run_cli("ingest", "--logdir", str(logdir), "--once")
+    assert done.returncode == 0, done.stderr
+    total = sum(written.values())
+    assert landed >= SMALL_KILLS // 2  # most kills came while a group was being stored
+    assert int(done.stdout.split()[1]) < total, done.stdout  # the killed ones did some work
+    out = run_cli("sql", "SELECT count(*), count(DISTINCT seq), "
+                  "(SELECT count(*) FROM ingest_errors), "
+                  "(SELECT count(DISTINCT updated_at) FROM files) FROM metrics_all",
+                  "--logdir", str(logdir), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    rows, distinct, errors, transactions = json.loads(out.stdout)[0].values()
+    assert (rows, distinct, errors) == (total, total, 0)
+    assert transactions < len(written) / 4  # groups committed together, not one per log

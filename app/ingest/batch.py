@@ -1,0 +1,337 @@
+"""New logs stored many to a transaction: a catch-up of a team's runs folder, where each of
+thousands of runs holds one small log.
+
+Stored one by one, each small log paid a transaction, a handful of statements and a Python
+decoding of its lines (27 s for 1,000 logs of 1,000 lines, against 1.8 s for one log of
+1,000,000). Here the logs a tick finds never read are read into one scratch file, each line
+given its file's id as the key ``file_id``, and stored by one ``read_json`` and one
+transaction per group (``GROUP_BYTES``), which commits every file's rows with its position::
+
+    rows = batch.store(store, root, [(state, "run1/metrics.jsonl"), ...], scratch, unsure)
+
+Only what the fast path (fast.py) would store the same way is taken: a metrics log never
+read, ending in a newline, clean bytes (chunk.py), every line an object at its start, a plain
+first line whose keys are their own column names. Inside the transaction the insert fails on
+anything else it cannot vouch for (queries/ingest/insert_batch.sql), and a file's rows must
+match its line count and first step and rise (queries/ingest/check_batch.sql). A group that
+fails is rolled back and split in halves; a file that fails alone, or any file left out, is
+read by the tailer one by one as before, from offset 0: nothing is written twice.
+
+A key no first line of the group holds: the scratch file's first line names every key of the
+group's first lines, so DuckDB's schema sample holds them all, and a key outside its sample
+makes the read fail instead of being dropped (measured on DuckDB 2.0: with several files or
+an explicit ``columns``, the reader drops an unknown key without a word).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+
+from . import attempts
+from . import chunk as clean
+from .columns import column_name, fold, is_metric_column
+from .filestate import FileState, adopt
+from .openfile import Refused, open_log
+from .segment import Segment
+from .store import Store
+
+KEY = "new logs stored together"  # the tailer's Backoff key for this work
+KIND = "metrics"  # rank files name their rank in the path: they take the fast path alone
+TABLE = "metric_rows"
+GROUP_BYTES = 32 << 20  # per read_json: Docker's /dev/shm (scratch space) is 64 MB
+GROUP_FILES = 512
+FILE_MAX = 4 << 20  # a bigger log pays its own transaction off (fast.py)
+MIN_FILES = 2  # one file alone is read as before (its refusals keep their reasons)
+ID = "file_id"  # the key each line gets: a log's own key folding to it is never clean
+NAMES_STEP = -(1 << 63)  # the step of the line naming the keys: insert_batch.sql leaves it out
+
+
+@dataclass
+class Ready:
+    """A new log read whole and checked, its lines given its id."""
+
+    state: FileState
+    new: FileState  # its position after every line, its attempt not begun (kept as read)
+    first: dict  # its first line
+    lines: int
+    data: bytes  # the lines as the scratch file holds them
+    stored: FileState | None = None  # ``new`` as the last transaction stored it
+
+
+class _Refused(Exception):
+    """The transaction found what the checks before it could not: roll back, split."""
+
+
+def candidates(states) -> list[FileState]:
+    """Files the batch may take: metrics logs no transaction has touched yet."""
+    return [s for s in states if s.kind == KIND and s.state == "ok" and s.offset == 0
+            and s.inode is None and s.attempt == 0]
+
+
+def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scratch: Path,
+          unsure: set[str], budget: int = GROUP_BYTES) -> int:
+    """Store the logs that qualify, a group of at most ``budget`` bytes (and GROUP_BYTES) to
+    a transaction; returns rows committed. A file not committed is left as it was, for the
+    tailer to read alone. If a COMMIT raises (it may still have committed), its files' paths
+    are added to ``unsure`` (the tailer reads their rows back from ``files`` first) and the
+    error is raised. Called every tick, with or without files (a success ends the tailer's
+    backoff of KEY, and what health says of it)."""
+    if len(files) < MIN_FILES:
+        return 0
+    rows = 0
+    # the next group is read and checked (Python, holding the GIL) while DuckDB stores this
+    # one (without it)
+    with ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-batch") as reader:
+        groups = _groups(root, files, min(budget, GROUP_BYTES))
+        ahead = reader.submit(next, groups, None)
+        while (group := ahead.result()) is not None:
+            ahead = reader.submit(next, groups, None)
+            rows += _store_group(db_store, group, scratch, unsure)
+    return rows
+
+
+def _groups(root: Path, files: list[tuple[FileState, str]], budget: int):
+    """The files that qualify, read, in groups of at most ``budget`` bytes."""
+    group, size = [], 0
+    for state, rel in files:
+        ready = _read(root, state, rel)
+        if ready is None:
+            continue
+        if group and (size + len(ready.data) > budget or len(group) == GROUP_FILES):
+            yield group
+            group, size = [], 0
+        group.append(ready)
+        size += len(ready.data)
+    if group:
+        yield group
+
+
+def _read(root: Path, state: FileState, rel: str) -> Ready | None:
+    """The log read whole from its checked descriptor, if it qualifies (else None)."""
+    try:
+        handle = open_log(root, rel)
+    except (OSError, Refused):
+        return None  # the tailer finds out why, and records it
+    with handle:
+        size = handle.info.st_size
+        if not 0 < size <= FILE_MAX:
+            return None
+        data = handle.read(0, size)
+        if len(data) != size or data[-1:] != b"\n" or data[:1] != b"{":
+            return None
+        first = clean.first_line(data[:data.find(b"\n")])
+        lines = _clean_lines(data) if first is not None and _plain(first) else None
+        if lines is None:
+            return None
+        tagged, objects = _with_id(data, state.file_id)
+        if objects != lines:
+            return None  # a blank or indented line: the careful path reports it
+        new = _position(state, handle, data)
+    return Ready(state, new, first, lines, tagged)
+
+
+def _plain(first: dict) -> bool:
+    """A first line whose keys are numbers under their own column names (chunk.py's rule)."""
+    for key, value in first.items():
+        if key != "step" and (type(value) not in (int, float) or column_name(key) != key
+                              or clean.RENAMED.fullmatch(key)):
+            return False
+    return len({fold(k) for k in first}) == len(first)
+
+
+def _clean_lines(data: bytes) -> int | None:
+    """The line count, if the bytes hold no CR, string, boolean or nested object (chunk.Scan);
+    else None."""
+    scan = clean.Scan(steps=False)
+    for start in range(0, len(data), clean.BLOCK):
+        scan.add_block(data[start:start + clean.BLOCK])
+        if not scan.clean:
+            return None
+    return scan.lines
+
+
+def _position(state: FileState, handle, data: bytes) -> FileState:
+    """The file's row after all of ``data``, its first attempt begun (filled in by the
+    check: ``last_step``)."""
+    start = copy.copy(state)
+    start.state, start.inode, start.mtime = "ok", handle.info.st_ino, handle.info.st_mtime
+    return Segment(state, start, handle, data).after()
+
+
+def _with_id(data: bytes, file_id: int) -> tuple[bytes, int]:
+    """Each line that starts with ``{`` given ``"file_id": id`` as its first key; with the
+    number of such lines (the length tells, without another pass over the bytes)."""
+    tag = b'{"%s":%d,' % (ID.encode(), file_id)
+    tagged = tag + data[1:].replace(b"\n{", b"\n" + tag)
+    return tagged, 1 + (len(tagged) - len(tag) - len(data) + 1) // (len(tag) - 1)
+
+
+def _store_group(db_store: Store, group: list[Ready], scratch: Path, unsure: set[str]) -> int:
+    """One group in one transaction; a group that fails is split in halves, down to one
+    file (which the tailer then reads alone, and records why)."""
+    if not group:
+        return 0
+    try:
+        return _commit(db_store, group, scratch, unsure)
+    except (_Refused, duckdb.Error, OSError):
+        if any(ready.state.path in unsure for ready in group):
+            raise  # its COMMIT raised: the tailer backs off and reads the files back
+        if len(group) == 1:
+            return 0
+        half = len(group) // 2
+        return (_store_group(db_store, group[:half], scratch, unsure)
+                + _store_group(db_store, group[half:], scratch, unsure))
+
+
+def _commit(db_store: Store, group: list[Ready], scratch: Path, unsure: set[str]) -> int:
+    """The group in one transaction. Its columns come from its first lines when they may
+    stand for DuckDB's whole sample (as fast.py's do), else from a DESCRIBE of the lines."""
+    keys = _keys(group)
+    if keys is None:
+        raise _Refused("two spellings of a key")
+    path = _scratch_file(scratch, keys, group)
+    try:
+        doubles = _first_line_columns(db_store, keys)
+        rows = _UNBOUND if doubles is None else _transaction(db_store, group, path, doubles,
+                                                             unsure)
+        if rows is _UNBOUND:
+            rows = _transaction(db_store, group, path, _columns(db_store, path), unsure)
+        if rows is _UNBOUND:
+            raise _Refused("a key DuckDB's sample holds has no column")
+    finally:
+        path.unlink(missing_ok=True)
+    for ready in group:
+        adopt(ready.state, ready.stored)
+    return rows
+
+
+_UNBOUND = object()  # the insert named a key with no column: describe the lines, try again
+
+
+def _transaction(db_store: Store, group: list[Ready], path: Path, doubles: list[str],
+                 unsure: set[str]):
+    """Rows committed, or _UNBOUND (rolled back) if the insert did not bind."""
+    cur = db_store.db.cursor()
+    cur.begin()
+    try:
+        rows = _insert(db_store, group, path, doubles)
+    except duckdb.BinderException:
+        db_store.rollback(cur)
+        return _UNBOUND
+    except BaseException:
+        db_store.rollback(cur)
+        raise
+    try:
+        cur.commit()
+    except BaseException:
+        # a COMMIT that raised may still have committed: the tailer reads these files' rows
+        # back before it reads them again
+        db_store.rollback(cur)
+        unsure.update(ready.state.path for ready in group)
+        raise
+    return rows
+
+
+def _keys(group: list[Ready]) -> list[str] | None:
+    """Every key of the group's first lines, or None if two files spell one differently."""
+    spelled: dict[str, str] = {}
+    for ready in group:
+        for key in ready.first:
+            if spelled.setdefault(fold(key), key) != key:
+                return None
+    return list(spelled.values())
+
+
+def _scratch_file(scratch: Path, keys: list[str], group: list[Ready]) -> Path:
+    """The group's lines after a first line naming every key (not stored: NAMES_STEP)."""
+    fd, name = tempfile.mkstemp(dir=scratch, suffix=".jsonl")
+    try:
+        names = orjson.dumps({ID: 0} | {k: 0.5 for k in keys} | {"step": NAMES_STEP}) + b"\n"
+        _write_all(fd, [names] + [ready.data for ready in group])
+    except BaseException:
+        os.unlink(name)
+        raise
+    finally:
+        os.close(fd)
+    return Path(name)
+
+
+def _write_all(fd: int, parts: list[bytes]) -> None:
+    for part in parts:
+        view, done = memoryview(part), 0
+        while done < len(part):
+            done += os.write(fd, view[done:])
+
+
+def _first_line_columns(db_store: Store, keys: list[str]) -> list[str] | None:
+    """Add columns for the group's first-line keys when the table has no other column (so a
+    key of DuckDB's sample that no first line holds has none, and the insert does not bind);
+    returns its DOUBLE keys, or None: describe the lines."""
+    known = db_store.known(TABLE)
+    if not set(known) <= {fold(k) for k in keys} | clean.OWN_COLUMNS:
+        return None
+    new = [k for k in keys if fold(k) not in known]
+    if sum(map(is_metric_column, new)) > db_store.max_columns - sum(map(is_metric_column,
+                                                                        known)):
+        return None
+    db_store.add_columns(TABLE, new)
+    return [k for k in keys if k != "step"]
+
+
+def _columns(db_store: Store, path: Path) -> list[str]:
+    """Add columns for the group's new keys (committed ahead, as fast.py does); returns its
+    DOUBLE keys in their own spelling."""
+    known = db_store.known(TABLE)
+    described = db_store.db.run("ingest/chunk_columns", {"path": str(path)}).fetchall()
+    names = clean.new_columns(described, known, frozenset({ID}))
+    ours = fold(ID)
+    if names is None or any((fold(d[0]) == ours and d[0] != ID) or _renamed_from(d[0]) == ours
+                            for d in described):
+        raise _Refused("a key needs mapping to its column, or a value is no number")
+    room = db_store.max_columns - sum(map(is_metric_column, known))
+    if sum(map(is_metric_column, names)) > room:
+        raise _Refused("more keys than --max-metric-columns leaves room for")
+    db_store.add_columns(TABLE, names)
+    return [d[0] for d in described if d[0] not in {ID, "step", "buckets"}]
+
+
+def _renamed_from(name: str) -> str | None:
+    """The folded key DuckDB's reader renamed to ``name`` (``File_ID_1``), if it did."""
+    renamed = clean.RENAMED.fullmatch(name)
+    return fold(renamed.group(1)) if renamed else None
+
+
+def _insert(db_store: Store, group: list[Ready], path: Path, doubles: list[str]) -> int:
+    """The rows, each file's first attempt and position; raises _Refused if a file's rows
+    are not its lines."""
+    db = db_store.db
+    db.run("ingest/insert_batch", {"path": str(path), "names": doubles}).fetchall()
+    ids = [ready.state.file_id for ready in group]
+    checked = db.run("ingest/check_batch", {"file_ids": ids, "low": min(ids),
+                                            "high": max(ids)}).fetchall()
+    found = {row[0]: row[1:] for row in checked}
+    starts = []
+    for ready in group:
+        rows, backs, first, last = found.get(ready.state.file_id, (0, 0, None, None))
+        if rows != ready.lines or backs or first != ready.first["step"]:
+            raise _Refused(f"{ready.state.path}: its rows are not its lines")
+        # a copy: a transaction that fails (the group is then split) must leave it as read
+        ready.stored = copy.copy(ready.new)
+        starts += attempts.first(first, ready.stored, None)
+        ready.stored.last_step = int(last)
+    db.run("ingest/insert_attempts_batch", {
+        "runs": [ready.state.run for ready in group],
+        "attempts": [s["attempt"] for s in starts],
+        "start_steps": [s["start_step"] for s in starts],
+        "reasons": [s["reason"] for s in starts], "file_ids": ids})
+    db.run("ingest/runs_touch_batch", {"runs": sorted({ready.state.run for ready in group})})
+    db_store.update_files([ready.stored for ready in group])
+    return sum(ready.lines for ready in group)
