@@ -6,7 +6,12 @@ seed's fields, the time of ``python -m app export`` as a whole process and the a
 (b) a second export after ``--more`` lines were appended and ingested (only those are written);
 (c) both again through a running server (``/api/export``, Arrow over HTTP).
 
+With ``--runs N``, a team's folder instead: N runs of ``--lines`` lines each (200 by default),
+the first export with the CLI opening the database, a second one with nothing new, and the
+first export through a running server.
+
     python bench/export.py [--lines 1000000] [--more 10000]
+    python bench/export.py --runs 1000 [--lines 200]
 """
 
 from __future__ import annotations
@@ -80,11 +85,42 @@ def wait_idle(pid: int, below: float = 0.2, timeout: float = 300.0) -> None:
             return
 
 
+def many_runs(runs: int, lines: int) -> None:
+    """A team's folder: ``runs`` finished runs of ``lines`` lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp) / "logs"
+        for i in range(runs):
+            log = logdir / f"sweep{i // 100}" / f"run {i:05d}" / "metrics.jsonl"
+            log.parent.mkdir(parents=True)
+            append(log, 0, lines)
+        started = time.monotonic()
+        cli("ingest", "--logdir", str(logdir), "--once")
+        print(f"logs: {runs:,} runs x {lines:,} lines (ingest --once "
+              f"{time.monotonic() - started:.1f} s)")
+        export(logdir, Path(tmp) / "local", f"(a) first export, {runs:,} runs")
+        export(logdir, Path(tmp) / "local", "(b) second export, nothing new")
+        server = Server(logdir)
+        try:
+            wait_idle(server.proc.pid)  # its catch-up, diagnosis and chart tiles of the runs
+            export(logdir, Path(tmp) / "served", f"(c) first export via server, {runs:,} runs")
+            export(logdir, Path(tmp) / "served", "(c) second export, nothing new")
+        except httpx.HTTPError as exc:
+            print(f"server: {exc}")
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--lines", type=int, default=None,
+                        help="lines of the run (1,000,000), or of each run with --runs (200)")
     parser.add_argument("--more", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=0, help="that many small runs instead")
     args = parser.parse_args()
+    if args.runs:
+        many_runs(args.runs, args.lines or 200)
+        return
+    args.lines = args.lines or 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
         logdir, log = Path(tmp) / "logs", Path(tmp) / "logs" / "big" / "metrics.jsonl"
         log.parent.mkdir(parents=True)

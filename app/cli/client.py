@@ -19,7 +19,7 @@ import httpx
 import orjson
 
 from ..errors import CliffwatchError
-from ..server.serve import server_file
+from ..server.serverfile import server_file
 
 log = logging.getLogger("cliffwatch.cli")
 

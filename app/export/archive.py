@@ -2,8 +2,9 @@
 
 An appended table (metrics, evals, ranks, events, attempts) gets one new part per run that
 has rows past its mark, holding exactly those rows. A replaced table (incidents, runs) has one
-part per run, rewritten whole when its fingerprint changed. The manifest is saved last, and
-every SAVE_EVERY_S seconds of a long export::
+part per run, rewritten whole when its fingerprint changed. Small runs are read many at a
+time, one query (one request) per batch, and cut into their parts (batches.py). The manifest
+is saved last, and every SAVE_EVERY_S seconds of a long export::
 
     summary = export(source, Path("archive"))
     summary.tables["metrics"]  -> Written(runs=1, files=1, rows=1000000, bytes=34238796)
@@ -18,10 +19,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from ..errors import CliffwatchError
-from . import layout
+from . import batches, layout
 from .manifest import Manifest
-from .tables import TABLES, Table
+from .tables import TABLES, Table, batch_rows
 
 SAVE_EVERY_S = 10.0  # a killed export writes again at most this long's parts
 LOCK = "_cliffwatch_export.lock"
@@ -55,13 +58,12 @@ def export(source, root: Path) -> Summary:
         summary, saved = Summary(), time.monotonic()
         try:
             for t in TABLES:
-                for entry in state["tables"].get(t.name, []):
-                    if not layout.fits(entry["run"]):
-                        if entry["run"] not in summary.too_long:
-                            summary.too_long.append(entry["run"])
-                        continue
-                    if _write(source, root, manifest, t, entry, summary.tables[t.name]) \
-                            and time.monotonic() - saved > SAVE_EVERY_S:
+                pending = _pending(manifest, t, state["tables"].get(t.name, []), summary)
+                budget = batch_rows(state.get("columns", {}).get(t.name))
+                for group in batches.plan(pending, budget):
+                    _write_group(source, root, manifest, t, group, budget,
+                                 summary.tables[t.name])
+                    if time.monotonic() - saved > SAVE_EVERY_S:
                         manifest.save()
                         saved = time.monotonic()
         except BaseException:
@@ -73,38 +75,81 @@ def export(source, root: Path) -> Summary:
     return summary
 
 
-def _write(source, root: Path, manifest: Manifest, t: Table, entry: dict,
-           written: Written) -> bool:
-    """Write what ``entry`` (one run's mark) adds to the archive; False when nothing."""
-    run, mark = entry["run"], entry["mark"]
-    done = manifest.done(t.name, run)
-    if done["mark"] == mark:
-        return False
-    if t.replaced:
-        number, after, expected = 1, None, None
-    else:
-        _check_grown(manifest, t, run, done, entry)
-        number, after = done["parts"] + 1, done["mark"]
-        expected = entry["rows"] - done["rows"]
+@dataclass
+class Pending:
+    """One run of one table with something to write: rows past ``after`` up to ``mark``."""
+
+    run: str
+    mark: object
+    after: int  # appended tables: the highest row id archived, -1 for none
+    rows: int  # rows the part is read from (sizes batches)
+    expected: int | None  # appended tables: the rows the part must hold
+    number: int  # the part's number
+    done: dict  # what the manifest held before
+
+
+def _pending(manifest: Manifest, t: Table, entries: list[dict], summary: Summary
+             ) -> list[Pending]:
+    """The runs of ``t`` whose mark moved since the archive was written."""
+    pending = []
+    for entry in entries:
+        run, mark = entry["run"], entry["mark"]
+        if not layout.fits(run):
+            if run not in summary.too_long:
+                summary.too_long.append(run)
+            continue
+        done = manifest.done(t.name, run)
+        if done["mark"] == mark:
+            continue
+        if t.replaced:
+            pending.append(Pending(run, mark, -1, entry["rows"], None, 1, done))
+        else:
+            _check_grown(manifest, t, run, done, entry)
+            after = -1 if done["mark"] is None else done["mark"]
+            expected = entry["rows"] - done["rows"]
+            pending.append(Pending(run, mark, after, expected, expected, done["parts"] + 1,
+                                   done))
+    return pending
+
+
+def _write_group(source, root: Path, manifest: Manifest, t: Table, group: list[Pending],
+                 budget: int, written: Written) -> None:
+    """Write one part per run of ``group``: one run over ``budget`` rows streamed from its own
+    read, the others cut from one read of them all."""
+    if len(group) == 1 and group[0].rows > budget:
+        item = group[0]
+        with source.rows(t, item.run, item.after, item.mark) as reader:
+            _write(source, root, manifest, t, item, reader, written)
+        return
+    with source.batch(t, group) as reader:
+        answer = reader.read_all()  # at most about ``budget`` rows: see batches.plan
+    for item, (_, rows) in zip(group, batches.split(answer, [i.run for i in group]),
+                               strict=True):
+        _write(source, root, manifest, t, item, rows.to_reader(), written)
+
+
+def _write(source, root: Path, manifest: Manifest, t: Table, item: Pending,
+           reader: pa.RecordBatchReader, written: Written) -> None:
+    """Write ``item``'s rows as its part, atomically, then record it in the manifest."""
+    run, done = item.run, item.done
     kept = 1 if t.replaced else done["parts"]  # a replaced table's part is renamed over
     layout.clear_unrecorded(layout.run_dir(root, t.name, run), kept)
 
     def check(count: int) -> None:
-        if expected is not None and count != expected:
+        if item.expected is not None and count != item.expected:
             raise CliffwatchError(
-                f"{source.where} sent {count} {t.name} rows of run {run!r} where {expected} "
-                "were counted (interrupted?); nothing of them was kept: run the export again")
+                f"{source.where} sent {count} {t.name} rows of run {run!r} where "
+                f"{item.expected} were counted (interrupted?); nothing of them was kept: run "
+                "the export again")
 
-    path = layout.part_path(root, t.name, run, number)
-    with source.rows(t, run, -1 if after is None else after, mark) as reader:
-        count, size = layout.write_parquet(reader, path, check)
+    path = layout.part_path(root, t.name, run, item.number)
+    count, size = layout.write_parquet(reader, path, check)
     total = count if t.replaced else done["rows"] + count
-    manifest.record(t.name, run, mark, total, number if count else done["parts"])
+    manifest.record(t.name, run, item.mark, total, item.number if count else done["parts"])
     written.runs += 1
     written.files += 1 if count else 0
     written.rows += count
     written.bytes += size
-    return True
 
 
 def _check_grown(manifest: Manifest, t: Table, run: str, done: dict, entry: dict) -> None:

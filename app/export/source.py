@@ -6,9 +6,12 @@ Both answer the same two reads (tables.py), so the archive is the same either wa
         source.marks()                                     # {"database": ..., "tables": ...}
         with source.rows(TABLES_BY_NAME["metrics"], "demo", -1, 999) as reader:
             for batch in reader: ...                       # pyarrow RecordBatches
+        with source.batch(TABLES_BY_NAME["metrics"], pending) as reader:
+            ...                                            # many runs' rows, with `run`
 
-Over HTTP the rows come as an Arrow IPC stream (GET /api/export/{table}) and the CLI writes
-the Parquet files: the server never writes to a path a request names.
+Over HTTP the rows come as an Arrow IPC stream (GET /api/export/{table} for one run, POST
+for a batch of runs) and the CLI writes the Parquet files: the server never writes to a path
+a request names.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ class LocalSource:
     def rows(self, table: tables.Table, run: str, after, upto):
         yield tables.rows(self.db.cursor(), table, run, after, upto)
 
+    @contextlib.contextmanager
+    def batch(self, table: tables.Table, pending: list):
+        runs, after, upto = _lists(pending)
+        yield tables.batch(self.db.cursor(), table, runs, after, upto)
+
     def close(self) -> None:
         self.db.close()
 
@@ -61,10 +69,22 @@ class HttpSource:
     @contextlib.contextmanager
     def rows(self, table: tables.Table, run: str, after, upto):
         params = {"run": run} if table.replaced else {"run": run, "after": after, "upto": upto}
+        with self._stream(table, f"run {run!r}", "GET", params=params) as reader:
+            yield reader
+
+    @contextlib.contextmanager
+    def batch(self, table: tables.Table, pending: list):
+        runs, after, upto = _lists(pending)
+        body = {"runs": runs} if table.replaced else {"runs": runs, "after": after, "upto": upto}
+        with self._stream(table, f"{len(runs)} runs", "POST", json=body) as reader:
+            yield reader
+
+    @contextlib.contextmanager
+    def _stream(self, table: tables.Table, what: str, method: str, **request):
         try:
             # identity: gzip, which the server offers, costs more CPU than loopback saves
-            with self.client.stream("GET", f"{self.url}/api/export/{table.name}",
-                                    params=params, headers={"Accept-Encoding": "identity"}
+            with self.client.stream(method, f"{self.url}/api/export/{table.name}",
+                                    headers={"Accept-Encoding": "identity"}, **request
                                     ) as response:
                 if response.status_code != 200:
                     response.read()
@@ -73,11 +93,17 @@ class HttpSource:
                 yield pa.ipc.open_stream(stream)
         except httpx.HTTPError as exc:
             raise CliffwatchError(f"the server at {self.url} stopped sending {table.name} of "
-                                  f"run {run!r} ({exc}); run the export again: it resumes "
-                                  "where the archive ends") from None
+                                  f"{what} ({exc}); run the export again: it resumes where "
+                                  "the archive ends") from None
 
     def close(self) -> None:
         self.client.close()
+
+
+def _lists(pending: list) -> tuple[list[str], list[int], list[int]]:
+    """A batch's runs, with per run the row id archived and the mark to read up to."""
+    return ([p.run for p in pending], [p.after for p in pending],
+            [p.mark for p in pending])
 
 
 class _ByteStream(io.RawIOBase):

@@ -39,13 +39,10 @@ from ..read.tiles import TileWorker
 from ..settings import describe
 from .guard import Guard, GuardMiddleware, is_loopback
 from .routes import ROUTES
+from .serverfile import server_file
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
 log = logging.getLogger("cliffwatch.server")
-
-
-def server_file(db_path: Path) -> Path:
-    return Path(db_path).parent / "server.json"
 
 
 def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard,

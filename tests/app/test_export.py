@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from app.cli.main import main
@@ -300,3 +301,145 @@ def test_one_export_at_a_time_per_archive(tmp_path, capsys):
         assert main(["export", "--logdir", str(logdir), "--to", str(archive)]) == 2
         assert "another export is writing" in capsys.readouterr().err
     assert main(["export", "--logdir", str(logdir), "--to", str(archive)]) == 0
+
+
+def many_runs(logdir: Path, n: int, lines: int = 5) -> None:
+    """``n`` small runs, as in a team's folder: each a few lines, one with an event."""
+    for i in range(n):
+        write_lines(logdir / "team" / f"run {i:03d}" / "metrics.jsonl",
+                    [{"step": s, "loss": 1 / (s + 1 + i)} for s in range(lines)])
+    write_lines(logdir / "team" / "run 007" / "events.jsonl",
+                [{"event": "checkpoint", "step": 3, "path": "ckpt/3"}])
+
+
+def counting(monkeypatch, owner, name: str) -> list:
+    """Count the calls of ``owner.name`` (it still does its work): a list of one per call."""
+    calls, real = [], getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def one_part_per_run(archive: Path, runs: int) -> None:
+    for table in ("metrics", "attempts", "runs"):
+        found = sorted(p.relative_to(archive / table).parent.name
+                       for p in (archive / table).rglob("*.parquet"))
+        assert len(found) == runs and len(set(found)) == runs, table
+        assert {p.name for p in (archive / table).rglob("*.parquet")} == {"part-00001.parquet"}
+
+
+def test_a_first_export_of_many_small_runs_reads_them_a_batch_at_a_time(tmp_path, capsys,
+                                                                       monkeypatch):
+    """200 runs cost a few queries per table, not one per run and table (a first export of a
+    team's thousands of runs was mostly that), and the archive is still metrics_all, one
+    part per run; a second export after more lines adds only those, again in a batch."""
+    from app.db import queries
+
+    logdir, archive = tmp_path / "logs", tmp_path / "archive"
+    many_runs(logdir, 200)
+    ingest(logdir)
+    with monkeypatch.context() as patch:
+        calls = counting(patch, queries, "execute")
+        assert cli("export", "--logdir", str(logdir), "--to", str(archive))[0] == 0
+    assert len(calls) <= 4 * 7, len(calls)  # per table: marks, columns, one batch (7 tables)
+    db = logdir / ".cliffwatch" / "cliffwatch.duckdb"
+    assert assert_archive_is_the_database(db, archive)["metrics"] == 200 * 5
+    one_part_per_run(archive, 200)
+
+    for i in range(0, 200, 2):  # half the runs log 3 lines more
+        write_lines(logdir / "team" / f"run {i:03d}" / "metrics.jsonl",
+                    [{"step": s, "loss": 0.5} for s in range(5, 8)])
+    ingest(logdir)
+    before = parts(archive)
+    with monkeypatch.context() as patch:
+        calls = counting(patch, queries, "execute")
+        assert cli("export", "--logdir", str(logdir), "--to", str(archive))[0] == 0
+    assert len(calls) <= 4 * 7, len(calls)
+    new = [p for p in set(parts(archive)) - set(before) if p.parts[0] == "metrics"]
+    assert len(new) == 100 and {p.name for p in new} == {"part-00002.parquet"}
+    assert assert_archive_is_the_database(db, archive)["metrics"] == 200 * 5 + 100 * 3
+
+
+def test_a_run_bigger_than_a_batch_is_streamed_alone(tmp_path, monkeypatch):
+    """With batches of 100 rows: 60 runs of 5 lines go 20 to a query, and a run of 450 lines
+    is read by a query of its own and written 100 rows at a time (its row groups)."""
+    from app.db import queries
+    from app.export import tables
+
+    logdir, archive = tmp_path / "logs", tmp_path / "archive"
+    many_runs(logdir, 60)
+    write_lines(logdir / "big" / "metrics.jsonl", [{"step": s, "loss": 1.0} for s in range(450)])
+    ingest(logdir)
+    monkeypatch.setattr(tables, "BATCH_ROWS", (100, 100))  # what 40,000 columns would give
+    calls = []
+    real = queries.execute
+
+    def counted(cursor, name, *args, **kwargs):
+        calls.append(name)
+        return real(cursor, name, *args, **kwargs)
+
+    monkeypatch.setattr(queries, "execute", counted)
+    assert main(["export", "--logdir", str(logdir), "--to", str(archive)]) == 0
+    assert calls.count("export/metrics_rows") == 1  # the big run, alone
+    assert calls.count("export/metrics_batch") == 3  # 60 x 5 lines, 100 rows a query
+    assert calls.count("export/runs_batch") == 1  # 61 rows
+    big = pq.ParquetFile(archive / "metrics" / "run=big" / "part-00001.parquet")
+    assert [big.metadata.row_group(i).num_rows for i in range(big.num_row_groups)] == \
+        [100, 100, 100, 100, 50]
+    counts = assert_archive_is_the_database(logdir / ".cliffwatch" / "cliffwatch.duckdb",
+                                            archive)
+    assert counts["metrics"] == 60 * 5 + 450
+
+
+def test_many_small_runs_through_a_server_cost_a_request_per_batch(tmp_path, make_server,
+                                                                  monkeypatch):
+    """Through a running server, 200 runs cost a few requests (one POST per table and batch
+    of runs), not one per run and table, and give the archive the CLI writes from the file."""
+    import httpx
+
+    logdir, served, local = tmp_path / "logs", tmp_path / "served", tmp_path / "local"
+    many_runs(logdir, 200)
+    server = make_server(logdir)
+    wait_for(lambda: server.sql("SELECT count(*) FROM metrics_all").json()["rows"][0][0]
+             == 1000, timeout=60)
+    with monkeypatch.context() as patch:
+        requests = counting(patch, httpx.Client, "send")
+        assert main(["export", "--logdir", str(logdir), "--to", str(served)]) == 0
+    assert len(requests) <= 2 + 7, len(requests)  # health, marks, a batch per table
+    one_part_per_run(served, 200)
+    refused = httpx.post(f"{server.url}/api/export/metrics", json={"runs": ["run 000"]})
+    assert refused.status_code == 400 and '"after"' in refused.json()["error"]
+
+    # a run with more new lines than a batch holds is streamed alone (GET ?run=...)
+    write_lines(logdir / "team" / "run 003" / "metrics.jsonl",
+                [{"step": s, "loss": 0.5} for s in range(5, 155)])
+    wait_for(lambda: server.sql("SELECT count(*) FROM metrics_all").json()["rows"][0][0]
+             == 1150, timeout=60)
+    with monkeypatch.context() as patch:
+        from app.export import tables
+
+        patch.setattr(tables, "BATCH_ROWS", (100, 100))
+        sent = []
+        real = httpx.Client.send
+
+        def send(client, request, **kwargs):
+            sent.append((request.method, request.url.path))
+            return real(client, request, **kwargs)
+
+        patch.setattr(httpx.Client, "send", send)
+        assert main(["export", "--logdir", str(logdir), "--to", str(served)]) == 0
+    assert sent.count(("GET", "/api/export/metrics")) == 1
+    assert sent.count(("POST", "/api/export/metrics")) == 0
+    server.stop()
+
+    assert main(["export", "--logdir", str(logdir), "--to", str(local)]) == 0
+    con = duckdb.connect()
+    for table in ("metrics", "events", "attempts"):
+        columns = sorted(duckdb_archive(con, local, table).columns)
+        assert rows(duckdb_archive(con, served, table), columns) == \
+            rows(duckdb_archive(con, local, table), columns), table
+    assert {p.parent for p in parts(served)} == {p.parent for p in parts(local)}
