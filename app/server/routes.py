@@ -2,6 +2,7 @@
 
     GET  /api/health  -> {"runs": 2, "rows": 9120, "files": 5, "errors": 0, "ingest_lag_s": 0.1,
                           "ingest": "ok", "ingest_error": null, "skipped_files": 1,
+                          "watching": "inotify", "watching_note": null,
                           "skipped": [{"file": "hf/trainer_log.jsonl", "reason": "not read: ..."}]}
     GET  /api/runs?limit=50&offset=0&q=sweep3&status=live|finished|all
                       -> {"runs": [{"run": "demo", "status": "running", ...}], "total": 10000,
@@ -10,6 +11,8 @@
     GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
     POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
     /api/alerts...    rules, states, silences, notifications, test messages (alert_routes.py)
+    /api/export/...   a run's new rows as Arrow, for `python -m app export` (export_routes.py)
+    GET  /metrics     Prometheus text format (metrics_route.py)
 """
 
 from __future__ import annotations
