@@ -208,11 +208,11 @@ class Store:
             rows, attempts_of_rows = self._insert_rows(cur, state, batch)
         if parsed.evals is not None and parsed.evals.num_rows:
             self._insert_evals(cur, state, batch, attempts_of_rows)
-        if parsed.events:
-            self._insert_events(cur, state, parsed.events, parsed.problems)
+        touched = bool(parsed.events) and self._insert_events(cur, state, parsed.events,
+                                                              parsed.problems)
         if parsed.problems:
             self._insert(cur, "ingest/insert_errors", _problems_table(state, parsed.problems))
-        if rows or parsed.events or parsed.eval_offsets:
+        if (rows or parsed.events or parsed.eval_offsets) and not touched:
             self.db.run("ingest/run_touch", {"run": state.run})
         if batch.meta is not None:
             self._store_meta(state.run, batch.meta)
@@ -288,8 +288,9 @@ class Store:
             with contextlib.suppress(duckdb.Error):
                 cur.unregister("chunk")
 
-    def _insert_events(self, cur, state, events, problems: list[Problem]) -> None:
-        records = []
+    def _insert_events(self, cur, state, events, problems: list[Problem]) -> bool:
+        """Store the events; returns whether the run was touched (a status was set)."""
+        records, status = [], None
         for offset, obj in events:
             step = obj.get("step")
             if step is not None and not (type(step) is int and INT64[0] <= step <= INT64[1]):
@@ -301,21 +302,15 @@ class Store:
                             "elapsed_s": number(obj.get("elapsed_s")),
                             "time": number(obj.get("time")), "data": event_text(obj),
                             "file_id": state.file_id, "offset": offset})
-            self._apply_status(state.run, kind, obj)
+            status = _status_of(kind, obj) or status
+        if status is not None:  # the last run_start/run_end of the batch decides: one write
+            self.db.run("ingest/run_status", {"run": state.run, "status": status})
         schema = pa.schema([("run", pa.string()), ("kind", pa.string()), ("step", pa.int64()),
                             ("elapsed_s", pa.float64()), ("time", pa.float64()),
                             ("data", pa.string()), ("file_id", pa.int32()),
                             ("offset", pa.uint64())])
         self._insert(cur, "ingest/insert_events", records_table(records, schema))
-
-    def _apply_status(self, run: str, kind: str, obj: dict) -> None:
-        if kind == "run_start":
-            self.db.run("ingest/run_touch", {"run": run})
-            self.db.run("ingest/run_status", {"run": run, "status": "running"})
-        elif kind == "run_end":
-            status = obj.get("status") if obj.get("status") in STATUSES else "completed"
-            self.db.run("ingest/run_touch", {"run": run})
-            self.db.run("ingest/run_status", {"run": run, "status": status})
+        return status is not None
 
     def _store_meta(self, run: str, meta: dict) -> None:
         def integer(key):
@@ -325,6 +320,15 @@ class Store:
         self.db.run("ingest/run_meta", {"run": run, "meta": json.dumps(meta),
                                         "steps_per_epoch": integer("steps_per_epoch"),
                                         "world_size": integer("world_size")})
+
+
+def _status_of(kind: str, obj: dict) -> str | None:
+    """The run status an event sets (run_start, run_end), or None."""
+    if kind == "run_start":
+        return "running"
+    if kind == "run_end":
+        return obj.get("status") if obj.get("status") in STATUSES else "completed"
+    return None
 
 
 def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
