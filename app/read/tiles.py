@@ -93,18 +93,30 @@ def roll_chunk(db, mark: list, chunk_lines: int = CHUNK_LINES) -> int:
     except BaseException:
         db.rollback(cursor)
         raise
-    row = queries.execute(cursor, "read/tiles_files").fetchall()
-    mark[:] = next(list(r) for r in row if r[0] == file_id)
+    mark[:] = marks(cursor, [file_id])[0]
     return lines
+
+
+def marks(cursor, files: list[int]) -> list[list]:
+    """The tiles_files rows of these files only."""
+    return [list(r) for r in queries.execute(cursor, "read/tiles_marks",
+                                             {"files": files}).fetchall()]
 
 
 class TileWorker(Background):
     """Rolls new complete tiles after ingest pokes it (``worker.listeners.append(
-    tiles.poke)``), a chunk a transaction, in its own thread: ingest never waits for it."""
+    tiles.poke)``), a chunk a transaction, in its own thread: ingest never waits for it.
+
+    Its cost follows what is new, not how many files there are: it starts with the files that
+    have a tile's worth of lines waiting (one query), then keeps the newest rowid it has seen
+    and each pass asks only which files got lines past it (a pass with nothing new reads no
+    stored block). A file stays on its list until it has less than a tile waiting."""
 
     def __init__(self, db):
         self.db = db
         self.listeners: list = []  # called (in this thread) after tiles were stored
+        self.since: int | None = None  # the newest rowid seen; None: not started
+        self.due: set[int] = set()  # files that may have a tile's worth of lines to roll
         super().__init__("cliffwatch-tiles")
 
     def _loop(self) -> None:
@@ -113,6 +125,7 @@ class TileWorker(Background):
                 rolled = self._pass()
             except Exception:
                 log.exception("rolling chart tiles failed; retrying")
+                self.since = None  # look at every file again: nothing is missed
                 rolled = 0
             for listener in self.listeners if rolled else ():
                 listener()
@@ -123,9 +136,28 @@ class TileWorker(Background):
     def _pass(self) -> int:
         """One chunk per file at most, so stop() is seen between chunks."""
         cursor = self.db.cursor()
+        self._look(cursor)
         total = 0
-        for mark in queries.execute(cursor, "read/tiles_files").fetchall():
+        waiting = marks(cursor, sorted(self.due)) if self.due else []
+        self.due = {mark[0] for mark in waiting}  # files that are not charted leave the list
+        for mark in waiting:
             if self.stopping:
                 break
-            total += roll_chunk(self.db, list(mark))
+            done = roll_chunk(self.db, mark)
+            if not done:
+                self.due.discard(mark[0])
+            total += done
         return total
+
+    def _look(self, cursor) -> None:
+        """Add the files that got lines since the last look to ``due``."""
+        if self.since is None:
+            newest = queries.execute(cursor, "read/tiles_newest").fetchall()[0][0]
+            found = queries.execute(cursor, "read/tiles_due", {"tile": TILE_LINES}).fetchall()
+            self.due = {file_id for (file_id,) in found}
+            self.since = newest
+            return
+        for file_id, newest in queries.execute(cursor, "read/tiles_changed",
+                                               {"since": self.since}).fetchall():
+            self.due.add(file_id)
+            self.since = max(self.since, newest)

@@ -216,3 +216,25 @@ def test_a_full_look_comes_round_every_sweep(fleet, monkeypatch):
     fleet.ledger.start()
     fleet.passes()
     assert set(fleet.ledger.names()) <= IDLE_QUERIES
+
+
+def test_the_tile_worker_looks_only_at_files_that_got_lines(fleet, monkeypatch):
+    """The chart tile worker (every 2 s, and after each ingest tick) once asked every metrics
+    file how many lines it had waiting: 2,002 queries a pass, a core's worth at 10,000 runs."""
+    from app.read.tiles import TILE_LINES, TileWorker
+
+    worker = TileWorker(fleet.monitor.db)  # not started: its passes are run here
+    worker._pass()  # the first look: one query for the files with a tile's worth waiting
+    fleet.ledger.install(monkeypatch)
+    for _ in range(IDLE_PASSES):
+        fleet.ledger.start()
+        assert worker._pass() == 0
+        assert set(fleet.ledger.names()) == {"read/tiles_changed"}, fleet.ledger.names()
+        assert sum(fleet.ledger.scanned.values()) <= IDLE_ROWS, fleet.ledger.scanned
+    first = fleet.monitor.db.cursor().execute(
+        "SELECT count(*) FROM metrics_all WHERE run = 'tiled'").fetchall()[0][0]
+    fleet.append("tiled", first, TILE_LINES + 10)
+    fleet.ledger.start()
+    assert worker._pass() == TILE_LINES
+    assert fleet.ledger.names()["read/tiles_pending"] == 1  # that file only
+    assert worker._pass() == 0 and not worker.due  # less than a tile left: off the list
