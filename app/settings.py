@@ -4,7 +4,7 @@ Each setting can be overridden by a command-line flag (``--sql-time-limit 30``) 
 variable (``CLIFFWATCH_SQL_TIME_LIMIT=30``); the flag wins. ``serve`` prints the effective values
 at start-up, e.g.::
 
-    cliffwatch settings: sql_time_limit=10.0 sql_max_rows=10000 scan_interval=60.0 ...
+    cliffwatch settings: sql_time_limit=10.0 sql_max_rows=10000 scan_interval=120.0 ...
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ REGISTRY = [
     Setting("sql_max_bytes", 32 * 1024 * 1024,
             "bytes of an ad-hoc SQL result before it is cut off (raise for bigger exports)"),
     Setting("max_request_bytes", 1024 * 1024, "largest HTTP request body the API accepts"),
-    Setting("scan_interval", 60.0, "seconds for one safety sweep over every tracked file and "
+    Setting("scan_interval", 120.0, "seconds for one safety sweep over every tracked file and "
             "folder of the log directory, spread over the ticks: watchdog events are acted on "
             "at once, the sweep finds what no event reported (lower it on a filesystem that "
             "sends no events, or use --poll)"),
-    Setting("tick_interval", 0.25, "seconds between ingest ticks when no file event arrives"),
+    Setting("tick_interval", 1.0, "seconds between ingest ticks when no file event arrives "
+            "(an event starts a tick at once; live runs' files are looked at every tick, "
+            "for filesystems whose appends send no event)"),
     Setting("partial_line_timeout", 30.0, "seconds an unfinished last line waits for its newline"),
     Setting("chunk_bytes", 64 * 1024 * 1024, "bytes read from one file per ingest transaction"),
     Setting("max_metric_columns", 1000,

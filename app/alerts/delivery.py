@@ -47,7 +47,8 @@ from .answer import Answer, post, scrub
 from .targets import LOG, Target, targets
 
 log = logging.getLogger("cliffwatch.alerts")
-IDLE_S = 1.0  # look at the outbox this often without a poke (a lost wake-up costs this much)
+IDLE_S = 5.0  # look at the outbox this often without a poke: every commit of outbox rows
+# pokes, and a poke during a turn is seen by the next wait, so this is only a backstop
 MIN_GAP_S = 1.0  # between requests to one webhook: Slack's one message per second
 BACKOFF_CAP_S = 60.0  # longest wait between retries: a webhook back up is used within a minute
 FORMATS = ("slack", "generic", "alertmanager")

@@ -125,6 +125,12 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
         print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
     app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
+    # Streamlit polls its config and secrets files every 0.2 s in its own threads, whatever
+    # server.fileWatcherType says: 0.4% of a core in an otherwise idle server (issue 12 wants
+    # 2% in all with 10,000 runs). An edit to .streamlit/config.toml is seen within 5 s.
+    from streamlit.watcher import polling_path_watcher
+
+    polling_path_watcher._POLLING_PERIOD_SECS = 5.0
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
                     "global.developmentMode": False, "client.toolbarMode": "minimal",
