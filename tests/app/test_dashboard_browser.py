@@ -21,9 +21,6 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLES, Server, stop_process, wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHART = "[data-testid=stVegaLiteChart]"
 # fires on the replay's first line (the seed's loss starts near 0.8)
 RULES = """
@@ -39,18 +36,6 @@ PANELS = ["loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "gap_s", "g
           "buckets"]
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (.ci/run does)")
-        pytest.skip("no /usr/bin/chromium here (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

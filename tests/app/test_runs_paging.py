@@ -26,7 +26,6 @@ from app.dashboard import source
 from app.db import queries
 from app.monitor import Monitor
 from app.read import runs as runs_mod
-from tests.app.test_dashboard_browser import ARGS, CHROMIUM
 from tests.conftest import Server
 
 RUNS = 60
@@ -181,18 +180,6 @@ def test_a_page_reads_only_its_own_runs(tmp_path):
 
 # ---- the Runs page in headless Chromium ------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail("CI must install Debian's chromium (.ci/run does)")
-        pytest.skip("no /usr/bin/chromium here (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield browser
-        browser.close()
 
 
 def shown_runs(page, total: int, first: int, last: int, want: list[str]) -> list[str]:
