@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ from .store import Store
 KEY = "new logs stored together"  # the tailer's Backoff key for this work
 KIND = "metrics"  # rank files name their rank in the path: they take the fast path alone
 TABLE = "metric_rows"
-GROUP_BYTES = 32 << 20  # per read_json: Docker's /dev/shm (scratch space) is 64 MB
+GROUP_BYTES = 64 << 20  # per read_json: 1,000 x 1,000 lines took 3.9 s in 32 MiB groups,
+# 2.9 s in 64 MiB ones; never more than half the scratch space's free room (``room``)
 GROUP_FILES = 512
 FILE_MAX = 4 << 20  # a bigger log pays its own transaction off (fast.py)
 MIN_FILES = 2  # one file alone is read as before (its refusals keep their reasons)
@@ -90,12 +92,21 @@ def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scrat
     # the next group is read and checked (Python, holding the GIL) while DuckDB stores this
     # one (without it)
     with ThreadPoolExecutor(1, thread_name_prefix="cliffwatch-batch") as reader:
-        groups = _groups(root, files, min(budget, GROUP_BYTES))
+        groups = _groups(root, files, min(budget, GROUP_BYTES, room(scratch)))
         ahead = reader.submit(next, groups, None)
         while (group := ahead.result()) is not None:
             ahead = reader.submit(next, groups, None)
             rows += _store_group(db_store, group, scratch, unsure)
     return rows
+
+
+def room(scratch: Path) -> int:
+    """Bytes a group's scratch file may take: half the scratch space's free room (Docker
+    gives /dev/shm 64 MB), at least one MiB (a group too big fails and is halved)."""
+    try:
+        return max(1 << 20, shutil.disk_usage(scratch).free // 2)
+    except OSError:
+        return GROUP_BYTES // 2
 
 
 def _groups(root: Path, files: list[tuple[FileState, str]], budget: int):
