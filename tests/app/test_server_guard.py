@@ -28,7 +28,6 @@ import httpx
 import pytest
 
 from app.cli.client import is_local_url
-from tests.app.test_dashboard_browser import browser  # noqa: F401 -- headless Chromium fixture
 from tests.conftest import ROOT, Server, free_port, run_cli, stop_process
 
 MARK = 0.123456789  # a metric value that must never leak to a refused request
@@ -231,7 +230,7 @@ def test_generated_token_is_printed_once_and_the_page_keeps_working(token_server
     assert httpx.get(f"{server.url}/?token=wrong", timeout=10).status_code == 401
 
 
-def test_page_works_in_a_browser_after_the_token_visit(token_server, browser):  # noqa: F811
+def test_page_works_in_a_browser_after_the_token_visit(token_server, browser):
     server = token_server(None)
     page = browser.new_page()
     page.goto(f"{server.url}/?token={server.token}")
