@@ -29,7 +29,10 @@ def run_cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedP
 
 
 class Server:
-    def __init__(self, logdir: Path, *extra: str):
+    headers: dict[str, str] | None = None  # the start-up probe's (a token's Authorization)
+
+    def __init__(self, logdir: Path, *extra: str, headers: dict[str, str] | None = None):
+        self.headers = headers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(logdir.parent / f"server-{self.port}.log", "w")  # noqa: SIM115
@@ -45,7 +48,8 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {Path(self.log.name).read_text()}")
             try:
-                if httpx.get(self.url + "/api/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/api/health", headers=self.headers,
+                             timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -37,36 +37,27 @@ async def export_marks(request: Request) -> Response:
 async def export_rows(request: Request) -> Response:
     table = tables.table(request.path_params["table"])
     run, after, upto = _params(request, table)
-
-    def start():
-        # a cursor of its own: the stream is read a batch at a time, from pool threads
-        cursor = current().monitor.db.con.cursor()
-        try:
-            return cursor, tables.rows(cursor, table, run, after, upto)
-        except BaseException:
-            cursor.close()
-            raise
-
-    return await _streamed(start)
+    return await _streamed(lambda cursor: tables.rows(cursor, table, run, after, upto))
 
 
 @guarded
 async def export_batch(request: Request) -> Response:
     table = tables.table(request.path_params["table"])
     runs, after, upto = _lists(await body(request), table)
+    return await _streamed(lambda cursor: tables.batch(cursor, table, runs, after, upto))
 
+
+async def _streamed(read) -> Response:
+    """``read(cursor)``'s Arrow reader as a stream, on a cursor of its own: the stream is read
+    a batch at a time, from pool threads (the cursor is closed if ``read`` fails)."""
     def start():
         cursor = current().monitor.db.con.cursor()
         try:
-            return cursor, tables.batch(cursor, table, runs, after, upto)
+            return cursor, read(cursor)
         except BaseException:
             cursor.close()
             raise
 
-    return await _streamed(start)
-
-
-async def _streamed(start) -> Response:
     cursor, reader = await threaded(start)
     return StreamingResponse(_ipc(cursor, reader), media_type=ARROW_STREAM)
 

@@ -94,6 +94,17 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
                   middleware=[Middleware(GuardMiddleware, guard=guard)])
 
 
+def quieter_streamlit_polling() -> None:
+    """Streamlit polls its config and secrets files every 0.2 s in its own threads, whatever
+    server.fileWatcherType says: 0.4% of a core in an otherwise idle server (issue 12 wants
+    2% in all with 10,000 runs). Every 5 s is soon enough for an edit to .streamlit/config.toml.
+    The setting is Streamlit's private constant: tests/app/test_requirements.py fails if an
+    upgrade renames it."""
+    from streamlit.watcher import polling_path_watcher
+
+    polling_path_watcher._POLLING_PERIOD_SECS = 5.0
+
+
 def check_alerts(settings, logdir: Path, url: str) -> tuple[list, str]:
     """Rules and webhooks checked before anything starts: a mistake stops `serve` with a
     message saying what to fix, not a traceback from inside the server."""
@@ -125,12 +136,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
         print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
     app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
-    # Streamlit polls its config and secrets files every 0.2 s in its own threads, whatever
-    # server.fileWatcherType says: 0.4% of a core in an otherwise idle server (issue 12 wants
-    # 2% in all with 10,000 runs). An edit to .streamlit/config.toml is seen within 5 s.
-    from streamlit.watcher import polling_path_watcher
-
-    polling_path_watcher._POLLING_PERIOD_SECS = 5.0
+    quieter_streamlit_polling()
     app.run(config={"server.port": port, "server.address": host, "server.headless": True,
                     "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
                     "global.developmentMode": False, "client.toolbarMode": "minimal",

@@ -49,33 +49,9 @@ class Alertmanager:
 @contextlib.contextmanager
 def alertmanager(workdir: Path, config: str, timeout: float = 20.0):
     """A real Alertmanager on 127.0.0.1 with this YAML config, clustering off."""
-    binary = engine("prometheus-alertmanager")
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "alertmanager.yml").write_text(config)
-    port, log = free_port(), workdir / "alertmanager.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'alertmanager.yml'}",
-             f"--storage.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--cluster.listen-address="], stdout=out, stderr=subprocess.STDOUT)
-    am = Alertmanager(f"http://127.0.0.1:{port}", log, proc)
-    try:
-        _wait_ready(am, timeout)
-        yield am
-    finally:
-        stop_process(proc)
-
-
-def _wait_ready(am: Alertmanager, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if am.proc.poll() is not None:
-            raise RuntimeError(f"alertmanager exited: {am.log.read_text()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(am.url + "/-/ready", timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise RuntimeError(f"alertmanager not ready in {timeout} s: {am.log.read_text()}")
+    with _started("prometheus-alertmanager", workdir, config, timeout, "--storage.path",
+                  "--cluster.listen-address=") as (url, log, proc):
+        yield Alertmanager(url, log, proc)
 
 
 @dataclass
@@ -93,23 +69,32 @@ class Prometheus:
 @contextlib.contextmanager
 def prometheus(workdir: Path, config: str, timeout: float = 20.0):
     """A real Prometheus on 127.0.0.1 with this YAML config and its own storage."""
-    binary = engine("prometheus")
+    with _started("prometheus", workdir, config, timeout, "--storage.tsdb.path") as started:
+        yield Prometheus(*started)
+
+
+@contextlib.contextmanager
+def _started(binary: str, workdir: Path, config: str, timeout: float, storage: str,
+             *extra: str):
+    """Start an engine with ``config`` and storage in ``workdir``; yields (url, log, process)
+    once it answers /-/ready, and stops it afterwards."""
+    path = engine(binary)
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "prometheus.yml").write_text(config)
-    port, log = free_port(), workdir / "prometheus.log"
+    (workdir / "config.yml").write_text(config)
+    port, log = free_port(), workdir / f"{binary}.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+            [path, f"--config.file={workdir / 'config.yml'}", f"{storage}={workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", *extra],
             stdout=out, stderr=subprocess.STDOUT)
-    prom = Prometheus(f"http://127.0.0.1:{port}", log, proc)
+    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
-        while not _answers(prom.proc, prom.url + "/-/ready", prom.log):
+        while not _answers(proc, url + "/-/ready", log):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready in {timeout} s: {log.read_text()}")
+                raise RuntimeError(f"{binary} not ready in {timeout} s: {log.read_text()}")
             time.sleep(0.1)
-        yield prom
+        yield url, log, proc
     finally:
         stop_process(proc)
 

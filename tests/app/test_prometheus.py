@@ -31,23 +31,6 @@ WEBHOOK = "http://127.0.0.1:9/hooks/webhook-secret-55aa"
 HOUR = 3600.0
 
 
-class TokenServer(Server):
-    """The real server with ``--token``: every request, its start-up probe too, sends it."""
-
-    def _wait(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {Path(self.log.name).read_text()}")
-            try:
-                if httpx.get(self.url + "/api/health", headers=bearer(), timeout=1).is_success:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not start: " + Path(self.log.name).read_text())
-
-
 def bearer() -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKEN}"}
 
@@ -100,8 +83,8 @@ def served(tmp_path_factory):
     write_run(logdir / "finished-last-week", range(30), ended=True, age_s=168 * HOUR)
     with (logdir / "live" / "metrics.jsonl").open("a") as handle:
         handle.write("not json\n")
-    server = TokenServer(logdir, "--token", TOKEN, "--metrics-grace", "3", "--webhook", WEBHOOK,
-                         "--webhook-give-up", "0")
+    server = Server(logdir, "--token", TOKEN, "--metrics-grace", "3", "--webhook", WEBHOOK,
+                    "--webhook-give-up", "0", headers=bearer())
     yield server, logdir
     server.stop()
 

@@ -39,8 +39,8 @@ def choose_run(view: source.RunView) -> str | None:
             st.rerun()
         return None
     if not source.run_exists(view.run):
-        names = source.find_runs(None, 10)[0]
-        shown = source.md(", ".join(names)) + (" ..." if len(names) >= 10 else "")
+        names, total = source.find_runs(None, 10)
+        shown = source.md(", ".join(names)) + (" ..." if total > len(names) else "")
         st.error(f"No run named {source.md(repr(view.run))} in {source.md(source.logdir())}. "
                  "A run is a folder there holding metrics.jsonl; the Runs page (/) lists every run"
                  + (f" (e.g. {shown})" if names else "")
