@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .db.database import Database
 from .errors import CliffwatchError
 from .ingest.tail import Tailer
+from .scratch import make as make_scratch
+from .scratch import sweep as sweep_scratch
 
 
 def default_db(logdir: Path) -> Path:
@@ -26,28 +27,15 @@ def _scratch_dir(db_path: Path) -> Path:
     # tmpfs keeps the fast path's scratch copies off the disk.
     shm = Path("/dev/shm")
     base = shm if shm.is_dir() and os.access(shm, os.W_OK) else db_path.parent
-    _sweep_stale(base)
-    return Path(tempfile.mkdtemp(prefix=f"cliffwatch-{os.getpid()}-", dir=base))
+    sweep_scratch(base)
+    return make_scratch(base)
 
 
 def _links_dir(db_path: Path) -> Path:
     """A private folder beside the database, usually on the logs' filesystem: whole logs are
     hard-linked into it for DuckDB to read (chunk.whole_file) instead of copied."""
-    _sweep_stale(db_path.parent)  # a killed process's links keep only names, never data
-    return Path(tempfile.mkdtemp(prefix=f"cliffwatch-{os.getpid()}-", dir=db_path.parent))
-
-
-def _sweep_stale(base: Path) -> None:
-    """Remove scratch folders of monitors that died without cleaning up (SIGKILL, OOM)."""
-    for folder in base.glob("cliffwatch-*-*"):
-        try:
-            os.kill(int(folder.name.split("-")[1]), 0)
-        except ValueError:
-            continue
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass  # alive, someone else's
+    sweep_scratch(db_path.parent)  # a killed process's links keep only names, never data
+    return make_scratch(db_path.parent)
 
 
 @dataclass

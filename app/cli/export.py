@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import CliffwatchError
 from ..export import layout
-from ..export.archive import LOCK, export
+from ..export.archive import export
 from ..export.source import open_source
 from ..export.tables import TABLES
 
@@ -47,7 +47,7 @@ def _check_dest(logdir: Path, dest: Path) -> Path:
     if dest == logs or logs in dest.parents:
         raise CliffwatchError(f"--to {dest} is inside the log directory {logs}, which the "
                               "monitor scans; pass a folder outside it")
-    ours = {t.name for t in TABLES} | {layout.MANIFEST, LOCK}
+    ours = {t.name for t in TABLES} | {layout.MANIFEST, layout.LOCK}
     if dest.is_dir() and not (dest / layout.MANIFEST).exists():
         others = sorted(p.name for p in dest.iterdir()
                         if p.name not in ours and not p.name.startswith(f".{layout.MANIFEST}"))

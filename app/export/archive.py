@@ -27,7 +27,6 @@ from .manifest import Manifest
 from .tables import TABLES, Table, batch_rows
 
 SAVE_EVERY_S = 10.0  # a killed export writes again at most this long's parts
-LOCK = "_cliffwatch_export.lock"
 
 
 @dataclass
@@ -133,7 +132,7 @@ def _write(source, root: Path, manifest: Manifest, t: Table, item: Pending,
     """Write ``item``'s rows as its part, atomically, then record it in the manifest."""
     run, done = item.run, item.done
     kept = 1 if t.replaced else done["parts"]  # a replaced table's part is renamed over
-    layout.clear_unrecorded(layout.run_dir(root, t.name, run), kept)
+    layout.clear_unrecorded(layout.run_dir(root, t.name, run), kept, manifest.archive)
 
     def check(count: int) -> None:
         if item.expected is not None and count != item.expected:
@@ -143,7 +142,7 @@ def _write(source, root: Path, manifest: Manifest, t: Table, item: Pending,
                 "the export again")
 
     path = layout.part_path(root, t.name, run, item.number)
-    count, size = layout.write_parquet(reader, path, check)
+    count, size = layout.write_parquet(reader, path, check, manifest.archive)
     total = count if t.replaced else done["rows"] + count
     manifest.record(t.name, run, item.mark, total, item.number if count else done["parts"])
     written.runs += 1
@@ -169,7 +168,7 @@ def _locked(root: Path):
     """One export at a time per archive: two would number their parts alike."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(root / layout.LOCK, os.O_WRONLY | os.O_CREAT, 0o644)
     except OSError as exc:
         raise CliffwatchError(f"cannot write to --to {root} ({exc.strerror}); pass a folder "
                               "you can write to") from None

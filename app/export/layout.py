@@ -35,6 +35,9 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the value readers take for NULL
 NAME_MAX = 255  # bytes of one folder name on Linux filesystems and most object stores' tools
 PART = re.compile(r"part-(\d+)\.parquet")
 MANIFEST = "_cliffwatch_export.json"  # "_" first: Spark and pyarrow skip it as data
+LOCK = "_cliffwatch_export.lock"
+ARCHIVE_KEY = b"cliffwatch.archive"  # Parquet metadata: which archive wrote the part
+_TEMPORARY = re.compile(r"\.part-\d+\.parquet\.tmp-(\d+)")
 
 
 def partition(run: str) -> str:
@@ -58,24 +61,49 @@ def part_path(root: Path, table: str, run: str, number: int) -> Path:
     return run_dir(root, table, run) / f"part-{number:05d}.parquet"
 
 
-def clear_unrecorded(folder: Path, recorded: int) -> None:
-    """Remove what a killed export left in ``folder``: parts numbered past the ``recorded``
-    ones (the manifest never counted them: their rows are written again) and temporaries."""
+def clear_unrecorded(folder: Path, recorded: int, archive: str) -> None:
+    """Remove what a killed export of this archive left in ``folder``: parts numbered past
+    the ``recorded`` ones (the manifest never counted them: their rows are written again) and
+    temporaries of processes that are gone. Only what provably came from this archive goes:
+    a part carries the archive's id in its metadata, a temporary our exact name and owner."""
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(folder):
-            match = PART.fullmatch(entry.name)
-            if (match and int(match.group(1)) > recorded) or entry.name.startswith(".part-"):
+            part = PART.fullmatch(entry.name)
+            unrecorded = part is not None and int(part.group(1)) > recorded
+            if (unrecorded and _written_by(entry, archive)) or _abandoned_temporary(entry):
                 os.unlink(entry.path)
 
 
-def write_parquet(reader: pa.RecordBatchReader, path: Path, check=None) -> tuple[int, int]:
-    """Write ``reader``'s batches (one row group each) to ``path`` atomically; returns (rows,
-    bytes). Nothing is written when it holds no rows, or when ``check(rows)`` raises."""
+def _written_by(entry: os.DirEntry, archive: str) -> bool:
+    if not entry.is_file(follow_symlinks=False):
+        return False
+    try:
+        meta = pq.read_metadata(entry.path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return False  # not a Parquet file we could have written
+    return meta.get(ARCHIVE_KEY) == archive.encode()
+
+
+def _abandoned_temporary(entry: os.DirEntry) -> bool:
+    match = _TEMPORARY.fullmatch(entry.name)
+    if not match or not entry.is_file(follow_symlinks=False) \
+            or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+        return False
+    return not Path(f"/proc/{match.group(1)}").exists()
+
+
+def write_parquet(reader: pa.RecordBatchReader, path: Path, check=None,
+                  archive: str = "") -> tuple[int, int]:
+    """Write ``reader``'s batches (one row group each) to ``path`` atomically, marked with the
+    ``archive`` id; returns (rows, bytes). Nothing is written when it holds no rows, or when
+    ``check(rows)`` raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     rows = 0
     try:
-        with pq.ParquetWriter(tmp, reader.schema, compression="zstd",
+        schema = reader.schema.with_metadata({**(reader.schema.metadata or {}),
+                                              ARCHIVE_KEY: archive.encode()})
+        with pq.ParquetWriter(tmp, schema, compression="zstd",
                               use_dictionary=_words(reader.schema)) as writer:
             for batch in reader:
                 if batch.num_rows:

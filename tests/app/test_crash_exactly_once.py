@@ -60,8 +60,8 @@ SMALL_RUNS, SMALL_LINES, SMALL_KILLS = 120, 600, 4
 def inside_batch(ingest: subprocess.Popen, logdir, timeout: float = 60.0) -> bool:
     """Wait until the process writes a group's scratch file (it is storing a group), or
     exits; True if it is storing one."""
-    patterns = [f"/dev/shm/cliffwatch-{ingest.pid}-*/*.jsonl",
-                str(logdir / ".cliffwatch" / f"cliffwatch-{ingest.pid}-*" / "*.jsonl")]
+    patterns = [f"/dev/shm/.cliffwatch-scratch-{ingest.pid}-*/*.jsonl",
+                str(logdir / ".cliffwatch" / f".cliffwatch-scratch-{ingest.pid}-*" / "*.jsonl")]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and ingest.poll() is None:
         if any(glob.glob(pattern) for pattern in patterns):
