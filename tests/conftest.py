@@ -15,6 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 SHARED = ROOT.parent / "shared"
+# Real public logs live beside the repository on our machines and CI, not in a plain clone.
+needs_realdata = pytest.mark.skipif(
+    not (SHARED / "realdata").is_dir(),
+    reason="../shared/realdata (real public logs, see its README) is not beside this clone")
 
 
 def free_port() -> int:

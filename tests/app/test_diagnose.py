@@ -17,7 +17,7 @@ from app.diagnose.detect import RunDetector, Watch
 from app.diagnose.diagnosis import diagnose, severity, with_causes
 from app.diagnose.load import run_lines
 from tests.app.test_ingest_bad_input import ingest, query
-from tests.conftest import SAMPLES, SHARED, run_cli
+from tests.conftest import SAMPLES, SHARED, needs_realdata, run_cli
 
 REALDATA = SHARED / "realdata" / "slm-training-restarts"
 
@@ -71,6 +71,7 @@ def test_human_report_reads_like_an_incident_report(tmp_path):
     assert "bucket_homogeneity" in first and "epoch_boundary" in first
 
 
+@needs_realdata
 def test_real_restarts_are_attempts_and_only_blamed_on_resume(tmp_path):
     shutil.copytree(REALDATA, tmp_path / "logs" / "slm")
     with ingest(tmp_path / "logs") as mon:

@@ -20,7 +20,7 @@ from app.ingest.formats.detect import (
     TFEVENTS,
     choose,
 )
-from tests.conftest import SHARED
+from tests.conftest import SHARED, needs_realdata
 
 REALDATA = SHARED / "realdata"
 
@@ -71,6 +71,7 @@ def test_detect(name, head, expected):
         assert reason.startswith("not a log: ")
 
 
+@needs_realdata
 def test_the_real_logs_are_each_detected():
     expected = {"hf-mistral-translator/trainer_state.json": HF_STATE,
                 "hf-mistral-translator/trainer_log.jsonl": JSONL,
@@ -82,10 +83,12 @@ def test_the_real_logs_are_each_detected():
             with path.open("rb") as file:
                 found[path.relative_to(REALDATA).as_posix()] = detect.detect(
                     path.name, file.read(detect.SNIFF_BYTES))[0]
-    assert found == expected
+    # ../shared/realdata grows (text logs of other trainers: issue 19); these four are read
+    assert {name: found.get(name) for name in expected} == expected
     assert detect.detect("README.md", b"# Real training logs\n")[0] is None
 
 
+@needs_realdata
 def test_trainer_state_wins_over_llama_factorys_trainer_log():
     names = [p.name for p in (REALDATA / "hf-mistral-translator").iterdir()]
     read, skipped = choose(names)

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from app.ingest.formats import EVAL, EVENT, SUMMARY, TRAIN, hf_state
-from tests.conftest import SHARED
+from tests.conftest import SHARED, needs_realdata
 
 STATE = SHARED / "realdata" / "hf-mistral-translator" / "trainer_state.json"
 NAN = float("nan")
@@ -31,6 +31,7 @@ def real() -> bytes:
     return STATE.read_bytes()
 
 
+@needs_realdata
 def test_the_real_state_866_training_entries_a_summary_and_three_epoch_starts(real):
     read = hf_state.parse(real)
     assert (read.status, read.entries, read.last_step, read.problems) == ("ok", 867, 8660, [])
@@ -47,6 +48,7 @@ def test_the_real_state_866_training_entries_a_summary_and_three_epoch_starts(re
     assert grad == (pytest.approx(16.2518, abs=1e-4), 50)  # the early spike
 
 
+@needs_realdata
 def test_each_records_offset_is_its_entrys_brace(real):
     history = json.loads(real)["log_history"]
     rows = [r for r in hf_state.parse(real).records if r.kind != EVENT]
@@ -55,6 +57,7 @@ def test_each_records_offset_is_its_entrys_brace(real):
         assert json.JSONDecoder().raw_decode(text, record.offset)[0] == entry
 
 
+@needs_realdata
 def test_a_rewrite_with_three_more_entries_gives_exactly_those_three(real):
     first = hf_state.parse(real)
     state = json.loads(real)
@@ -79,6 +82,7 @@ def test_appending_one_entry_and_rewriting_gives_exactly_one_row():
         (TRAIN, {"epoch": 0.6, "loss": 0.3, "step": 60})]
 
 
+@needs_realdata
 def test_a_file_cut_mid_rewrite_is_tried_again_later(real):
     for cut in (0, 1, 100, len(real) // 2, len(real) - 3):
         read = hf_state.parse(real[:cut], 500, 5000)

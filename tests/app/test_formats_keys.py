@@ -13,7 +13,7 @@ import pytest
 from app.ingest.formats import EVAL, EVENT, SUMMARY, TRAIN, jsonl
 from app.ingest.formats.keys import STEP_ALIASES, normalise
 from app.ingest.parse import decode
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT, SHARED, needs_realdata
 
 REALDATA = SHARED / "realdata"
 GOLDEN = ROOT / "tests" / "data" / "logformat"
@@ -158,6 +158,7 @@ def test_a_v1_line_of_our_own_trainer_is_unchanged(raw):
     assert result.kind == (EVENT if "event" in obj else TRAIN)
 
 
+@needs_realdata
 def test_llama_factory_trainer_log_reads_with_its_wall_clock():
     records, problems = jsonl.parse((REALDATA / "hf-mistral-translator" /
                                      "trainer_log.jsonl").read_bytes(), 0)
@@ -176,6 +177,7 @@ def test_llama_factory_trainer_log_reads_with_its_wall_clock():
         assert name in problems[0].reason
 
 
+@needs_realdata
 def test_slm_metrics_keep_their_steps_going_back():
     path = REALDATA / "slm-training-restarts" / "metrics.jsonl"
     records, problems = jsonl.parse(path.read_bytes(), 0)

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from app.ingest.formats import EVAL, TRAIN, llmc
-from tests.conftest import SHARED
+from tests.conftest import SHARED, needs_realdata
 
 MAIN_LOG = SHARED / "realdata" / "llmc-gpt2-124m" / "main.log"
 
@@ -21,6 +21,7 @@ def real():
     return data, records, problems
 
 
+@needs_realdata
 def test_the_real_log_has_19552_training_rows_and_its_validation_apart(real):
     _, records, problems = real
     assert problems == []
@@ -35,6 +36,7 @@ def test_the_real_log_has_19552_training_rows_and_its_validation_apart(real):
     assert evals[-1].data == {"step": 19552, "eval_accuracy": 0.3054}
 
 
+@needs_realdata
 def test_the_grad_norm_spike_at_8715(real):
     data, records, _ = real
     norms = {r.data["step"]: r.data["grad_norm"] for r in records if r.kind == TRAIN}
@@ -82,6 +84,7 @@ def test_sniff(head, expected):
     assert llmc.sniff(head) is expected
 
 
+@needs_realdata
 def test_sniff_reads_the_real_log_from_its_first_bytes():
     with MAIN_LOG.open("rb") as file:
         assert llmc.sniff(file.read(4096))
