@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import altair as alt
 import numpy as np
@@ -46,6 +47,9 @@ Y_AXIS = alt.Axis(minExtent=56, maxExtent=56)
 SPAN_OUTLINE_PX = 2  # a span of zero width (a checkpoint inside one step) is still seen
 QUICK_ROWS = 5000    # Altair's own limit on rows embedded in one chart
 QUICK_COLUMNS = 5
+# Milliseconds from 1970 a JavaScript Date holds (ECMA-262 "time values"): a temporal axis
+# cannot place a time beyond them
+JS_DATE_MAX_MS = 8.64e15
 
 
 def ema(values: Sequence[float], weight: float) -> np.ndarray:
@@ -318,15 +322,20 @@ def _reference(value: float | None, metric: str) -> alt.Chart | None:
 def _x(x: str, field: str, domain: Sequence[float] | None = None) -> alt.X:
     """The x encoding of every layer; one title, since a layer joins its layers' titles."""
     kind = "T" if x == "time" else "Q"
+    shown = None if domain is None else [v * 1000 for v in domain] if x == "time" else list(domain)
+    if shown is not None and not _drawable(pd.Series(shown, dtype=float), x).all():
+        shown = None  # an end at inf (a log's "time": Infinity) is no domain: fit the data
+    if shown is not None and x == "time":
+        shown = _dates(shown)
     # nice=False: the range asked for (the URL's from/to) is the range drawn, not rounded out
-    scale = alt.Scale() if domain is None else alt.Scale(
-        domain=[v * 1000 for v in domain] if x == "time" else list(domain), nice=False)
+    scale = alt.Scale() if shown is None else alt.Scale(domain=shown, nice=False)
     return alt.X(f"{field}:{kind}", title=AXIS_TITLES.get(x, x), scale=scale)
 
 
 def _axis(frame: pd.DataFrame, x: str, columns: tuple[str, ...]) -> pd.DataFrame:
-    """A copy with Unix seconds turned into the milliseconds a temporal axis reads, and
-    integer columns narrowed (Streamlit sends frames as Arrow: fewer bytes)."""
+    """A copy with Unix seconds turned into the milliseconds a temporal axis reads, rows at
+    ±inf on x left out, and integer columns narrowed (Streamlit sends frames as Arrow: fewer
+    bytes)."""
     out = frame.copy()
     for col in out.columns:
         if pd.api.types.is_integer_dtype(out[col]):
@@ -334,4 +343,30 @@ def _axis(frame: pd.DataFrame, x: str, columns: tuple[str, ...]) -> pd.DataFrame
     if x == "time":
         for col in columns:
             out[col] = out[col].astype(float) * 1000
-    return out
+    # a row at inf has no place on x and would stretch the axis to it ("time": Infinity in
+    # a log); a missing x (NaN: a rule marker's end) is Vega's to skip
+    placed = pd.Series(True, index=out.index)
+    for col in columns:
+        values = out[col].astype(float)
+        placed &= values.isna() | _drawable(values, x)
+    return out if placed.all() else out[placed].reset_index(drop=True)
+
+
+def _dates(milliseconds: list[float]) -> list[alt.DateTime] | None:
+    """A temporal domain as Vega-Lite DateTime objects (UTC): Streamlit's chart draws a time
+    axis whose domain is plain milliseconds from NaN to NaN (seen in Chromium; vl-convert
+    draws either). None for a date Python cannot hold (past the year 9999): fit the data."""
+    try:
+        dates = [datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in milliseconds]
+    except (OverflowError, OSError, ValueError):
+        return None
+    return [alt.DateTime(year=d.year, month=d.month, date=d.day, hours=d.hour,
+                         minutes=d.minute, seconds=d.second,
+                         milliseconds=d.microsecond // 1000, utc=True) for d in dates]
+
+
+def _drawable(values: pd.Series, x: str) -> pd.Series:
+    """Which x values (in the axis unit) an axis can place: finite, and for time within what
+    a JavaScript Date holds."""
+    finite = pd.Series(np.isfinite(values.to_numpy(dtype=float)), index=values.index)
+    return finite & (values.abs() <= JS_DATE_MAX_MS) if x == "time" else finite

@@ -12,7 +12,8 @@ Every attempt is shown (``metrics_all``, not only the current timeline of ``metr
 resumed run draws one line per attempt, and where attempts overlap in step, both are there.
 Buckets are laid out per attempt on x (equal widths over the attempt's x span), an attempt
 getting a share of ``points`` by its share of the lines. Lines without a value of the x
-(``x="time"`` on a line with no ``time``) are left out.
+(``x="time"`` on a line with no ``time``, or with ``"time": Infinity`` or NaN: no place on an
+axis) are left out.
 
 Where the numbers come from (the caller sees no difference but speed):
 - a range holding at most ``points`` lines: one row per line (``full=True``);

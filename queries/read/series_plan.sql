@@ -18,8 +18,11 @@ WITH marks AS (
     WHERE f.run = $run AND f.kind = 'metrics'
 ), t AS (
     SELECT *,
-        CASE $x WHEN 'step' THEN first_step::DOUBLE WHEN 'elapsed' THEN first_elapsed ELSE first_time END AS x0,
-        CASE $x WHEN 'step' THEN last_step::DOUBLE WHEN 'elapsed' THEN last_elapsed ELSE last_time END AS x1,
+        CASE $x WHEN 'step' THEN first_step::DOUBLE WHEN 'elapsed' THEN first_elapsed ELSE first_time END AS x0_logged,
+        CASE $x WHEN 'step' THEN last_step::DOUBLE WHEN 'elapsed' THEN last_elapsed ELSE last_time END AS x1_logged,
+        -- inf and NaN are no place on an axis: a tile end that is not finite is none
+        CASE WHEN isfinite(x0_logged) THEN x0_logged END AS x0,
+        CASE WHEN isfinite(x1_logged) THEN x1_logged END AS x1,
         first_step >= coalesce($lo, first_step) AND last_step <= coalesce($hi, last_step)
             AS inside
     FROM chart_tiles
@@ -31,7 +34,9 @@ WITH marks AS (
     SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
 ), tail AS (
     SELECT s.file_id, s.attempt, s.step, k.after, k.last_attempt, k.last_step, k.last_t,
-        CASE $x WHEN 'step' THEN s.step::DOUBLE WHEN 'elapsed' THEN s.elapsed_s ELSE s."time" END AS x
+        CASE $x WHEN 'step' THEN s.step::DOUBLE WHEN 'elapsed' THEN s.elapsed_s ELSE s."time" END AS x_logged,
+        -- inf and NaN are no place on an axis: such a line has no x
+        CASE WHEN isfinite(x_logged) THEN x_logged END AS x
     FROM src AS s
     JOIN marks AS k ON s.file_id = k.file_id AND s.line > k.after
     WHERE s.step BETWEEN coalesce($lo, s.step) AND coalesce($hi, s.step)

@@ -41,7 +41,9 @@ WITH src AS (
         COLUMNS(lambda c: list_contains($metrics, c) OR c = 'step')::DOUBLE
     FROM paired
 ), placed AS (
-    SELECT *, CASE $x WHEN 'step' THEN "~step"::DOUBLE WHEN 'elapsed' THEN "~elapsed" ELSE "~time" END AS "~x"
+    SELECT *, CASE $x WHEN 'step' THEN "~step"::DOUBLE WHEN 'elapsed' THEN "~elapsed" ELSE "~time" END AS "~x_logged",
+        -- inf and NaN are no place on an axis: such a line has no x
+        CASE WHEN isfinite("~x_logged") THEN "~x_logged" END AS "~x"
     FROM lines
     WHERE ($attempt IS NULL OR "~attempt" = $attempt)
         AND "~step" BETWEEN coalesce($lo, "~step") AND coalesce($hi, "~step")

@@ -14,7 +14,9 @@ WITH src AS (
     UNION ALL BY NAME
     SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
 ), placed AS (
-    SELECT attempt, step, CASE $x WHEN 'step' THEN step::DOUBLE WHEN 'elapsed' THEN elapsed_s ELSE "time" END AS x
+    SELECT attempt, step, CASE $x WHEN 'step' THEN step::DOUBLE WHEN 'elapsed' THEN elapsed_s ELSE "time" END AS x_logged,
+        -- inf and NaN are no place on an axis: such a line has no x
+        CASE WHEN isfinite(x_logged) THEN x_logged END AS x
     FROM src
     WHERE ($attempt IS NULL OR attempt = $attempt)
         AND step BETWEEN coalesce($lo, step) AND coalesce($hi, step)

@@ -11,7 +11,9 @@
 -- param widths: bucket width on x (example: [1.0])
 -- param buckets: number of buckets (example: [10])
 WITH tiles AS (
-    SELECT *, CASE $x WHEN 'step' THEN first_step::DOUBLE WHEN 'elapsed' THEN first_elapsed ELSE first_time END AS x,
+    SELECT *, CASE $x WHEN 'step' THEN first_step::DOUBLE WHEN 'elapsed' THEN first_elapsed ELSE first_time END AS x_logged,
+        -- inf and NaN are no place on an axis: such a line has no x
+        CASE WHEN isfinite(x_logged) THEN x_logged END AS x,
         list_position($attempts, attempt) AS i
     FROM chart_tiles
     WHERE file_id IN (SELECT file_id FROM files WHERE run = $run AND kind = 'metrics')

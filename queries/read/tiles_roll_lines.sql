@@ -37,8 +37,11 @@ WITH src AS (
         COLUMNS(lambda c: list_contains($metrics, c) OR c = 'step')::DOUBLE
     FROM paired
 )
+-- a tile's x span from its finite x only: inf and NaN are no place on an axis
 SELECT $file, tile, "~attempt", count(*), min("~line"), max("~line"), min("~step"),
-       max("~step"), min("~elapsed"), max("~elapsed"), min("~time"), max("~time"),
+       max("~step"), min("~elapsed") FILTER (isfinite("~elapsed")),
+       max("~elapsed") FILTER (isfinite("~elapsed")), min("~time") FILTER (isfinite("~time")),
+       max("~time") FILTER (isfinite("~time")),
        first("~prev_step" ORDER BY "~line"), first("~prev_t" ORDER BY "~line")
 FROM (SELECT *, ($base + row_number() OVER (ORDER BY "~line") - 1) // $tile AS tile FROM lines)
 GROUP BY tile, "~attempt"

@@ -232,3 +232,36 @@ def test_series_with_gaps_in_one_read_equals_the_two_reads(tmp_path):
             ["loss", "accuracy"], ["step", "elapsed"])
     finally:
         monitor.close()
+
+
+def test_an_x_at_infinity_is_left_out_of_every_axis(tmp_path):
+    """`"time": Infinity` (and -Infinity, NaN, an elapsed_s at Infinity) in a log is no place
+    on an axis (issue 18, finding 12): such a line is left out on that x, from tiles, raw
+    buckets and one row per line alike, and every x read stays finite; on x=step it counts."""
+    logs = tmp_path / "logs"
+    path = logs / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    odd_time = {700: "Infinity", 701: "-Infinity", 702: "NaN", 1500: "Infinity"}
+    odd_elapsed = {703: "Infinity", 1501: "-Infinity"}
+    path.write_text("".join(
+        f'{{"step": {s}, "loss": {1 / s}, "time": {odd_time.get(s, 1.7e9 + s)}, '
+        f'"elapsed_s": {odd_elapsed.get(s, float(s))}}}\n' for s in range(1, 2001)))
+    monitor = open_monitor(logs)
+    try:
+        assert tiles.roll(monitor.db) == 1536  # the first 1,500 lines' tiles hold odd x too
+        cursor = monitor.db.cursor()
+        left_out = {"time": len(odd_time), "elapsed": len(odd_elapsed), "step": 0}
+        for x, missing in left_out.items():
+            for points, raw_lines in ((2000, 10**9), (50, 10**9), (50, 100)):
+                for read in (S.series(cursor, "r", ["loss"], x=x, points=points,
+                                      raw_lines=raw_lines),
+                             S.gaps(cursor, "r", x=x, points=points, raw_lines=raw_lines)):
+                    where = f"x={x} points={points} raw_lines={raw_lines}"
+                    assert np.isfinite(read.frame["x"]).all(), where
+                    if raw_lines > 2000:  # tiles count a tile's lines where it starts
+                        assert read.lines == 2000 - missing, where
+                    frame = read.frame[read.frame["metric"] == "loss"]
+                    if len(frame):
+                        assert frame["n"].sum() == read.lines, where
+    finally:
+        monitor.close()
