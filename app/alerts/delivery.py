@@ -30,6 +30,7 @@ Idempotency-Key: exactly once as far as HTTP allows.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -51,6 +52,7 @@ IDLE_S = 5.0  # look at the outbox this often without a poke: every commit of ou
 # pokes, and a poke during a turn is seen by the next wait, so this is only a backstop
 MIN_GAP_S = 1.0  # between requests to one webhook: Slack's one message per second
 BACKOFF_CAP_S = 60.0  # longest wait between retries: a webhook back up is used within a minute
+BACKOFF_FLOOR_S = 1.0  # the first retry's wait before jitter, and the least a 429 may ask for
 FORMATS = ("slack", "generic", "alertmanager")
 RESEND_BATCH = 500  # alerts per re-send request to Alertmanager
 
@@ -154,8 +156,18 @@ def check_url(target: Target) -> None:
 def backoff(attempt: int, cap_s: float) -> float:
     """Seconds before retry ``attempt`` + 1: doubling from 1 s up to ``cap_s``, the upper half
     random ("equal jitter"), so many notifications stuck together do not retry in step."""
-    base = min(cap_s, 2.0 ** min(attempt - 1, 30))
+    base = min(cap_s, BACKOFF_FLOOR_S * 2.0 ** min(attempt - 1, 30))
     return base / 2 + random.uniform(0, base / 2)
+
+
+def retry_wait(retry_after: float | None, attempt: int, cap_s: float) -> float:
+    """Seconds before the next attempt: a 429's Retry-After held to [BACKOFF_FLOOR_S,
+    ``cap_s``], else the backoff. A webhook's word is no reason to give up on a message
+    (``inf``, ``1e400``, a date in the year 9999 expired it after one attempt) nor to hammer
+    it (a negative one asked for a retry at once)."""
+    if retry_after is None or math.isnan(retry_after):
+        return backoff(attempt, cap_s)
+    return min(cap_s, max(BACKOFF_FLOOR_S, retry_after))
 
 
 def plan(answer: Answer, attempt: int, created_time: float, now: float, give_up_s: float,
@@ -165,7 +177,7 @@ def plan(answer: Answer, attempt: int, created_time: float, now: float, give_up_
         return "sent", "sent", now
     if not answer.retryable:
         return "failed", "failed", now
-    wait = answer.retry_after if answer.retry_after is not None else backoff(attempt, cap_s)
+    wait = retry_wait(answer.retry_after, attempt, cap_s)
     if now + wait > created_time + give_up_s:
         return "expired", "expired", now
     return "retry", "pending", now + wait

@@ -13,7 +13,7 @@ import pytest
 
 from app.alerts import webhook
 from app.alerts.answer import Answer, retry_after_s, scrub
-from app.alerts.delivery import DeliveryWorker, backoff, plan
+from app.alerts.delivery import BACKOFF_FLOOR_S, DeliveryWorker, backoff, plan
 from app.alerts.targets import target_id, targets
 from app.cli.main import build_parser
 from app.db.database import Database
@@ -118,6 +118,26 @@ def test_failing_webhook_for_20s_gets_every_message_once_in_order(receiver, db, 
     for record in receiver.delivered():
         assert record.headers["content-type"] == "application/json"
         assert record.json()["text"].startswith("[CRITICAL] loss-high on demo")
+
+
+@pytest.mark.parametrize("retry_after", ["inf", "1e400", "Fri, 31 Dec 9999 23:59:59 GMT", "-5"])
+def test_a_429_retry_after_is_held_between_the_backoffs_floor_and_cap(receiver, db,
+                                                                      start_worker,
+                                                                      retry_after):
+    """Issue 18, finding 13: a 429 asking to wait forever (inf, 1e400, a date in the year
+    9999) expired the message after one attempt; a negative one retried at once. The wait is
+    held to [BACKOFF_FLOOR_S, the cap]: retried, delivered once, after at least the floor
+    (no 1 s Slack gap here, so an immediate retry would show)."""
+    receiver.script(Reply(429, "rate_limited", retry_after=retry_after))
+    keys = queue(db, 1, [target_id(receiver.url)])
+    start_worker(db, Settings(webhook=receiver.url, webhook_timeout=2.0),
+                 backoff_cap_s=FAST_RETRY_CAP_S, min_gap_s=0.0)
+    wait_for(lambda: outbox(db)[0][1] != "pending", timeout=15, interval=0.1)
+    assert outbox(db) == [(keys[0], "sent", 2)]
+    limited, sent = receiver.snapshot()
+    assert (limited.status, sent.status) == (429, 200) and limited.key == sent.key == keys[0]
+    assert sent.time - limited.time >= BACKOFF_FLOOR_S
+    assert [d[2] for d in deliveries(db)] == ["retry", "sent"]
 
 
 def test_4xx_is_failed_with_the_body_and_not_retried(receiver, db, start_worker):
@@ -253,6 +273,12 @@ def test_plan_and_backoff():
     assert plan(retry, 1, 0.0, 3600.0, 3600, 60)[:2] == ("expired", "expired")
     limited = Answer(429, "429", retryable=True, retry_after=2.0)
     assert plan(limited, 5, 0.0, 10.0, 3600, 60) == ("retry", "pending", 12.0)
+    for asked, waits in ((float("inf"), 60.0), (1e12, 60.0), (-5.0, BACKOFF_FLOOR_S),
+                         (0.0, BACKOFF_FLOOR_S)):
+        limited = Answer(429, "429", retryable=True, retry_after=asked)
+        assert plan(limited, 1, 0.0, 10.0, 3600, 60) == ("retry", "pending", 10.0 + waits)
+    unsaid = plan(Answer(429, "429", retryable=True, retry_after=float("nan")), 1, 0, 10, 3600, 60)
+    assert 10.5 <= unsaid[2] <= 11.0  # NaN says nothing: the backoff
     assert plan(Answer(404, "no_service"), 1, 0.0, 10.0, 3600, 60)[:2] == ("failed", "failed")
 
 
