@@ -9,7 +9,8 @@ Locks, each meant to hold when another is fooled:
 2. Every function it names, read from DuckDB's parse tree, must be an allowed table function
    and no function that runs SQL of its own or changes state (``app/db/functions.py``): the
    plan check cannot see inside ``json_execute_serialized_sql``, which once ran a DELETE on
-   its own connection, outside the read-only transaction.
+   its own connection, outside the read-only transaction. No function that reads a file,
+   no table named like a file (``FROM 'x.csv'``), nothing that names a path.
 3. Before it runs, DuckDB plans the read (``EXPLAIN (FORMAT json)``, which executes nothing)
    and a plan holding any operator that writes, copies, sets, attaches or loads is refused
    (``check_plan``): this holds even if the parser's verdict were wrong.
@@ -20,9 +21,11 @@ Locks, each meant to hold when another is fooled:
    ``Database``): no SET, RESET or PRAGMA can change the memory limit, threads, allowed
    directories or external access of the server, whatever statement carries it.
 6. File access outside ingest's scratch space is off for the whole database: DuckDB cannot
-   read or write the logs or the database folder at all (ingest hands it copies, never a
-   log's path). DuckDB 2.0 has no read-only ``allowed_directories`` and a read-only
-   transaction does not stop COPY TO, which is why.
+   read or write the logs or the rest of the database folder (ingest hands it copies, never
+   a log's path). DuckDB 2.0 has no read-only ``allowed_directories`` and a read-only
+   transaction does not stop COPY TO, which is why. DuckDB still reaches the database file,
+   its WAL files and its temp folder (it allows them itself): locks 1 to 3 keep ad-hoc SQL
+   from them.
 
 Results stop at ``max_rows`` rows or ``max_bytes`` bytes, whichever comes first. They arrive
 as Arrow batches that DuckDB fills without the GIL, and are measured in Arrow bytes before any
@@ -52,7 +55,7 @@ from ..command import COMMAND
 from ..errors import CliffwatchError
 from ..settings import Settings
 from . import queries
-from .functions import check_functions
+from .functions import check_functions, check_scans
 from .statement import read_statement
 
 # rows per Arrow batch: small enough that a batch of 10 MB strings is not copied whole past
@@ -105,8 +108,10 @@ class SqlResult:
 
 
 def check_plan(cursor, read: str, params: dict | None = None) -> None:
-    """Refuse ``read`` if DuckDB's plan for it holds an operator that writes (EXPLAIN plans
-    and executes nothing, whatever the statement)."""
+    """Refuse ``read`` if DuckDB's plan for it holds an operator that writes, or one that
+    reads a file or shows a path (``check_scans``: a view such as pragma_database_list calls
+    duckdb_databases() out of the parse tree's sight). EXPLAIN plans and executes nothing,
+    whatever the statement."""
     plan = cursor.execute(f"EXPLAIN (FORMAT json) {read}", params).fetchall()
     found = set()
     pending = [node for _, text in plan for node in orjson.loads(text)]
@@ -118,6 +123,7 @@ def check_plan(cursor, read: str, params: dict | None = None) -> None:
     if writes:
         raise CliffwatchError(f"only read queries are allowed; this one would run "
                               f"{', '.join(writes)}", status=403)
+    check_scans(found - {None})
 
 
 def run_readonly(cursor: duckdb.DuckDBPyConnection, sql: str, *, params: dict | None = None,
@@ -250,8 +256,8 @@ def _describe(exc: Exception, params: dict | None = None) -> str:
     if "configuration has been locked" in text:
         return "settings cannot be changed while the monitor runs; pass them as flags to serve"
     if "file system operations are disabled" in text or "Permission Error" in text:
-        return ("this query reads a file outside the log directory; only the database and the "
-                "log directory are readable")
+        return ("this query reaches a file, and DuckDB refused it; ad-hoc SQL reads the tables "
+                "ingest filled (SHOW TABLES lists them), never files")
     if "$metric" in text and "empty set of columns" in text and params:
         # a named query's COLUMNS(lambda c: c = $metric) found no such column; the raw Binder
         # error would list every column of the view

@@ -22,7 +22,16 @@ import pytest
 
 from app.db import queries
 from app.db.database import Database
-from app.db.functions import LEFT_OUT, REFUSED_FUNCTIONS, TABLE_FUNCTIONS, check_functions
+from app.db.functions import (
+    FILE_FUNCTIONS,
+    LEFT_OUT,
+    PATH_FUNCTIONS,
+    REFUSED_FUNCTIONS,
+    SHOWN_SETTINGS,
+    TABLE_FUNCTIONS,
+    TABLE_NAME_FUNCTIONS,
+    check_functions,
+)
 from app.db.readonly import check_plan, run_readonly
 from app.db.statement import read_statement
 from app.errors import CliffwatchError
@@ -85,8 +94,8 @@ STATE = ("SELECT (SELECT count(*) FROM metric_rows) AS lines, "
          "(SELECT count(*) FROM runs) AS runs, "
          "(SELECT string_agg(database_name || '.' || table_name, ',' "
          "        ORDER BY database_name, table_name) FROM duckdb_tables()) AS tables, "
-         "(SELECT string_agg(database_name, ',' ORDER BY database_name) "
-         " FROM duckdb_databases()) AS dbs, "
+         "(SELECT string_agg(DISTINCT database_name, ',' ORDER BY database_name) "
+         " FROM duckdb_schemas()) AS dbs, "
          "current_setting('memory_limit') AS memory_limit, current_setting('threads') AS threads, "
          "current_setting('enable_external_access') AS external, "
          "current_setting('lock_configuration') AS locked, "
@@ -436,16 +445,14 @@ def test_metric_names_are_matched_exactly(tmp_path):
 
 
 def test_timestamps_with_time_zones_are_returned(tmp_path):
-    """now() and read_blob return TIMESTAMP WITH TIME ZONE, which DuckDB hands to Python
-    through pytz."""
-    (tmp_path / "f.txt").write_bytes(b"abc")
+    """now() and a TIMESTAMPTZ literal are TIMESTAMP WITH TIME ZONE, which DuckDB hands to
+    Python through pytz."""
     db = Database(tmp_path / "db.duckdb", allowed_dirs=[tmp_path])
     [(now,)] = run_readonly(db.cursor(), "SELECT now()", max_rows=5, time_limit=10).rows
     assert now.year >= 2024
-    [(size, modified)] = run_readonly(
-        db.cursor(), f"SELECT size, last_modified FROM read_blob('{tmp_path}/f.txt')",
-        max_rows=5, time_limit=10).rows
-    assert size == 3 and modified.year >= 2024
+    [(noon,)] = run_readonly(db.cursor(), "SELECT TIMESTAMPTZ '2024-05-01 12:00:00+02'",
+                             max_rows=5, time_limit=10).rows
+    assert noon.year == 2024 and noon.utcoffset() is not None
     db.close()
 
 
@@ -503,8 +510,9 @@ def test_every_table_function_was_reviewed():
     found = {name for (name,) in duckdb.connect().execute(
         "SELECT DISTINCT function_name FROM duckdb_functions() "
         "WHERE function_type IN ('table', 'table_macro')").fetchall()}
-    assert found - TABLE_FUNCTIONS - REFUSED_FUNCTIONS - LEFT_OUT == set()
-    assert not TABLE_FUNCTIONS & REFUSED_FUNCTIONS
+    lists = [TABLE_FUNCTIONS, REFUSED_FUNCTIONS, LEFT_OUT, FILE_FUNCTIONS, PATH_FUNCTIONS]
+    assert found - set().union(*lists) == set()
+    assert sum(len(names) for names in lists) == len(set().union(*lists)), "on two lists"
 
 
 def test_every_named_query_passes_the_function_check():
@@ -519,10 +527,14 @@ def test_builtin_macros_call_no_refused_function():
         "SELECT function_name, macro_definition FROM duckdb_functions() "
         "WHERE macro_definition IS NOT NULL").fetchall()
     called = re.compile(r'"?(\w+)"?\s*\(')
+    refused = REFUSED_FUNCTIONS | FILE_FUNCTIONS | PATH_FUNCTIONS | {"current_setting"}
     for name, definition in macros:
-        if name in REFUSED_FUNCTIONS:  # pg_sleep calls sleep_ms, and is refused itself
+        if name in refused:  # pg_sleep calls sleep_ms, and is refused itself
             continue
-        assert not {m.lower() for m in called.findall(definition)} & REFUSED_FUNCTIONS, name
+        names = {m.lower() for m in called.findall(definition)}
+        assert not names & refused, name
+        # a macro that hands an argument to query_table reads a file if it names one
+        assert "query_table" not in names or name in TABLE_NAME_FUNCTIONS, name
 
 
 def test_reads_that_call_allowed_functions_still_work(server):
@@ -531,7 +543,11 @@ def test_reads_that_call_allowed_functions_still_work(server):
     assert response.status_code == 200 and response.json()["rows"] == [[6]], response.text
     for sql in ("SUMMARIZE SELECT step FROM metrics", "SELECT * FROM duckdb_tables()",
                 "SELECT json_serialize_sql('SELECT 1') IS NOT NULL",
-                "SELECT * FROM histogram(metric_rows, step)"):
+                "SELECT * FROM histogram(metric_rows, step)", "SHOW TABLES", "SHOW ALL TABLES",
+                "SUMMARIZE metric_rows", "DESCRIBE metrics", "SELECT * FROM query_table(runs)",
+                "SELECT * FROM histogram(source := 'metric_rows', col_name := step * 2)",
+                "SELECT current_setting('memory_limit')", "SELECT * FROM duckdb_memory()",
+                "WITH \"my runs\" AS (FROM runs) SELECT * FROM \"my runs\""):
         assert server.sql(sql).status_code == 200, sql
 
 
@@ -590,3 +606,123 @@ def test_unknown_metric_is_named_in_a_short_message(server):
     error = response.json()["error"]
     assert response.status_code == 400 and "has no metric 'oss'" in error, error
     assert "Binder" not in error and "elapsed_s" not in error and len(error) < 300
+
+
+# Issue 18, 15: a file reader reached the database file itself (DuckDB adds the database, its
+# WAL and its temp folder to allowed_directories by itself), and settings named every path.
+# DB stands for the database file of the server or CLI under test, DBDIR for its folder.
+FILE_READS = [
+    "SELECT size FROM read_blob('DB')",
+    "SELECT * FROM read_blob('file://DB')",
+    "SELECT * FROM read_blob(['DB', 'DB.wal'])",
+    "SELECT * FROM read_blob(concat('DB', ''))",
+    "SELECT * FROM read_blob('DBDIR/*')",
+    "SELECT * FROM read_blob('DBDIR/../.cliffwatch/cliffwatch.duckdb')",
+    "SELECT * FROM \"READ_BLOB\"('DB')",
+    "SELECT (SELECT size FROM read_blob('DB'))",
+    "WITH f AS (SELECT * FROM read_blob('DB')) SELECT size FROM f",
+    "SELECT * FROM read_text('DB.wal')",
+    "SELECT * FROM read_csv('DB', all_varchar = true)",
+    "SELECT * FROM read_json('DB')",
+    "SELECT * FROM read_parquet('DB')",
+    "SELECT * FROM parquet_metadata('DB')",
+    "SELECT * FROM parquet_schema('DB')",
+    "SELECT * FROM sniff_csv('DB')",
+    "SELECT * FROM glob('DBDIR/*')",
+    "SELECT * FROM glob('DB.tmp/*')",
+    "SELECT * FROM 'DB'",
+    "SELECT * FROM 'DBDIR/*.csv'",
+    "SELECT * FROM main.\"DB\"",
+    "DESCRIBE 'DB'",
+    "SUMMARIZE 'DB'",
+    "SELECT * FROM query_table('DB')",
+    "SELECT * FROM query_table(['runs', 'DB'])",
+    "SELECT * FROM histogram('DB', x)",
+    "SELECT * FROM histogram(source := 'DB', col_name := x)",
+    "SELECT * FROM histogram(\"DB\", x)",
+    "SELECT * FROM histogram(concat('run', 's'), run)",
+]
+PATH_READS = [
+    "SELECT current_setting('temp_directory')",
+    "SELECT current_setting('allowed_directories')",
+    "SELECT current_setting('allowed_paths')",
+    "SELECT current_setting('home_directory')",
+    "SELECT current_setting('secret_directory')",
+    "SELECT current_setting('Temp_Directory')",
+    "SELECT current_setting('temp_' || 'directory')",
+    "SELECT * FROM duckdb_settings()",
+    "SELECT * FROM pg_settings",
+    "SELECT * FROM duckdb_profiling_settings()",
+    "SELECT path FROM duckdb_databases()",
+    "SELECT * FROM duckdb_databases",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM pg_catalog.pg_database",
+    "SHOW DATABASES",
+    "SELECT * FROM duckdb_extensions()",
+    "SELECT * FROM duckdb_temporary_files()",
+    "SELECT * FROM duckdb_secrets()",
+    "SELECT * FROM which_secret('s3://bucket/x', 's3')",
+]
+
+
+def leak_text(sql: str, logdir: Path) -> str:
+    db = logdir / ".cliffwatch" / "cliffwatch.duckdb"
+    return sql.replace("DBDIR", str(db.parent)).replace("DB", str(db))
+
+
+@pytest.mark.parametrize("sql", FILE_READS)
+def test_api_sql_reads_no_file(server, sql):
+    """Through /api/sql, plain and under EXPLAIN ANALYZE: every spelling of a file read is
+    refused, before DuckDB opens the file (before: read_blob returned the database file)."""
+    for text in (leak_text(sql, server.logdir), f"EXPLAIN ANALYZE {leak_text(sql, server.logdir)}"):
+        response = server.sql(text)
+        assert response.status_code == 403, response.text
+        assert "never files" in response.json()["error"], response.text
+
+
+@pytest.mark.parametrize("sql", PATH_READS)
+def test_api_sql_shows_no_path(server, sql):
+    for text in (sql, f"EXPLAIN ANALYZE {sql}"):
+        response = server.sql(text)
+        assert response.status_code == 403, response.text
+        assert str(server.logdir) not in response.text and str(Path.home()) not in response.text
+
+
+@pytest.mark.parametrize("sql", [FILE_READS[0], "SELECT * FROM 'DB'", FILE_READS[-3],
+                                 PATH_READS[0], "SELECT * FROM pragma_database_list"])
+def test_cli_reads_no_file_and_shows_no_path(local_logs, sql):
+    done = run_cli("sql", leak_text(sql, local_logs), "--logdir", str(local_logs))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "never files" in done.stderr or "paths" in done.stderr, done.stderr
+    assert str(local_logs) not in done.stdout
+
+
+def test_cli_through_server_reads_no_file(server):
+    for sql in (FILE_READS[0], PATH_READS[0]):
+        done = run_cli("sql", leak_text(sql, server.logdir), "--logdir", str(server.logdir))
+        refused = "is refused" in done.stderr or "never files" in done.stderr
+        assert done.returncode == 2 and refused, done.stderr
+
+
+def test_shown_settings_name_no_path(server):
+    for name in sorted(SHOWN_SETTINGS):
+        response = server.sql(f"SELECT current_setting('{name}') AS v")
+        assert response.status_code == 200, (name, response.text)
+        [[value]] = response.json()["rows"]
+        assert str(server.logdir) not in str(value) and str(Path.home()) not in str(value), name
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_blob('DB')",
+    "SELECT * FROM pragma_database_list",
+    "SELECT * FROM pg_settings",
+    "SELECT * FROM duckdb_profiling_settings()",
+])
+def test_plan_check_refuses_files_and_paths_if_the_function_check_were_fooled(tmp_path, sql):
+    """Views and macros call duckdb_databases() or duckdb_settings() out of the parse tree's
+    sight; the plan names them."""
+    db = Database(tmp_path / "db.duckdb", allowed_dirs=[tmp_path / "logs"])
+    with pytest.raises(CliffwatchError, match=r"never files|paths") as refused:
+        check_plan(db.cursor(), sql.replace("DB", str(tmp_path / "db.duckdb")))
+    assert refused.value.status == 403
+    db.close()
