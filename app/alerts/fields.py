@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .duration import format_duration, parse_duration
+from .duration import DurationTooLong, format_duration, parse_duration
 
 SEVERITIES = ("critical", "warning", "info")
 OPS = (">", ">=", "<", "<=")
@@ -192,6 +192,8 @@ def _for(raw: object) -> dict[str, object]:
                          f"for = \"{raw} lines\" for lines")
     try:
         return {"for_s": parse_duration(raw), "for_lines": 0}
+    except DurationTooLong:
+        raise  # a duration, only too long: its own message says so
     except ValueError:
         raise ValueError(f"{raw!r} is neither a duration nor a number of lines; write e.g. "
                          "for = \"90s\", \"2m\", \"1h30m\" (units s, m, h, d) or "

@@ -156,4 +156,8 @@ def render(data: dict) -> str:
 def _when(unix: float | None) -> str:
     if unix is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix))
+    except (OverflowError, OSError, ValueError):
+        # a silence stored before durations were bounded can end past any date
+        return f"{unix:.0f} (Unix seconds, past any date)"

@@ -20,7 +20,7 @@ import orjson
 import pandas as pd
 
 from ..alerts import overview as overview_mod
-from ..alerts.duration import parse_duration
+from ..alerts.duration import MAX_S, format_duration, parse_duration
 from ..alerts.fields import glob_problem
 from ..alerts.rules import load_rules
 from ..alerts.targets import targets
@@ -88,6 +88,9 @@ def check_silence(rule, run, seconds: float, comment) -> None:
     if seconds <= 0:
         raise CliffwatchError("for must be longer than 0, e.g. \"2h\"; to end a silence use "
                               "`alerts unsilence ID`")
+    if not seconds <= MAX_S:  # the Alerts page and Python callers pass seconds themselves
+        raise CliffwatchError(f"for must be at most {format_duration(MAX_S)} (a year); silence "
+                              "again when it ends")
     if comment is not None and (not isinstance(comment, str) or len(comment) > COMMENT_MAX):
         raise CliffwatchError(f"comment must be text of at most {COMMENT_MAX} characters")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.alerts.duration import format_duration, parse_duration
+from app.alerts.duration import DurationTooLong, format_duration, parse_duration
 from app.alerts.fields import ALL_KEYS
 from app.alerts.positions import positions
 from app.alerts.rules import (
@@ -104,6 +104,17 @@ MISTAKES = [
     pytest.param(THRESHOLD + 'repeat = "10M"\n', 7, "repeat", "unit s, m, h or d",
                  id="repeat-unit"),
     pytest.param(THRESHOLD + 'repeat = "0s"\n', 7, "repeat", "longer than 0", id="repeat-zero"),
+    # issue 18, finding 11: past a year, a date cannot show when it ends
+    pytest.param(THRESHOLD + 'repeat = "999999999999d"\n', 7, "repeat", "longer than a year",
+                 id="repeat-past-a-year"),
+    pytest.param(THRESHOLD + "repeat = 99999999999999999999999\n", 7, "repeat",
+                 "longer than a year", id="repeat-huge-number"),
+    pytest.param(THRESHOLD + 'for = "366d"\n', 7, "for", "accepted; give 365d or less",
+                 id="for-past-a-year"),
+    pytest.param(edit(STALL, "min", 'min = "999999999999d"'), 4, "min", "longer than a year",
+                 id="min-past-a-year"),
+    pytest.param(STALL + 'checkpoint_budget = "8761h"\n', 5, "checkpoint_budget",
+                 "longer than a year", id="checkpoint-budget-past-a-year"),
     pytest.param(edit(STALL, "min", 'min = "ten"'), 4, "min", "not a duration", id="min-text"),
     pytest.param(STALL + 'checkpoint_budget = "30m10h"\n', 5, "checkpoint_budget",
                  "largest first", id="checkpoint-budget-order"),
@@ -326,7 +337,7 @@ def test_line_numbers_survive_comments_headers_and_multiline_values():
 DURATIONS = [
     ("90s", 90.0), ("10m", 600.0), ("4h", 14400.0), ("2h30m", 9000.0), ("1d", 86400.0),
     ("1d2h3m4s", 93784.0), ("1.5s", 1.5), ("2h 30m", 9000.0), ("0s", 0.0), ("45", 45.0),
-    (" 7 ", 7.0), (30, 30.0), (0.25, 0.25),
+    (" 7 ", 7.0), (30, 30.0), (0.25, 0.25), ("365d", 31_536_000.0), (31_536_000, 31_536_000.0),
 ]
 
 
@@ -349,6 +360,17 @@ def test_bad_durations_say_what_is_accepted(text, message):
     with pytest.raises(ValueError, match=re.escape(message)) as err:
         parse_duration(text)
     assert "s, m, h or d" in str(err.value) or "negative" in str(err.value)
+
+
+@pytest.mark.parametrize("text", [99999999999999999999999, "999999999999d", "366d", "8760h1s",
+                                  31_536_000.5, 10**400, "9" * 400, "9" * 400 + "d"],
+                         ids=lambda text: repr(text)[:24])
+def test_durations_past_a_year_are_refused_saying_the_limit(text):
+    """Issue 18, finding 11: a silence of 99999999999999999999999 s was accepted, and every
+    page and command that showed its end then failed."""
+    with pytest.raises(DurationTooLong, match="longer than a year") as err:
+        parse_duration(text)
+    assert "give 365d or less" in str(err.value) and len(str(err.value)) < 120
 
 
 @pytest.mark.parametrize("seconds", [0.5, 1, 59, 60, 61, 3600, 9000, 86400, 93784, 90061.5])

@@ -176,10 +176,28 @@ def test_foreign_origin_is_refused_for_silence_and_test(served, hook):
     ({"rule": "gpt-[a", "for": "1h"}, 400, "rule 'gpt-[a' is not a valid glob"),
     ({"rule": "stall", "for": "0s"}, 400, "for must be longer than 0"),
     ({"rule": "stall", "for": "1h", "until": 5}, 400, "unknown field(s) until"),
+    # issue 18, finding 11: these were accepted, then the Alerts page and `alerts list` failed
+    ({"rule": "stall", "for": 99999999999999999999999}, 400,
+     "for: 1e+23 is longer than a year"),  # orjson reads it as a float
+    ({"rule": "stall", "for": "999999999999d"}, 400, "for: '999999999999d' is longer than a year"),
 ])
 def test_silence_mistakes_are_explained(served, payload, status, says):
     answer = httpx.post(served[0].url + "/api/alerts/silences", json=payload)
     assert answer.status_code == status and says in answer.json()["error"]
+
+
+def test_a_silence_past_a_year_is_refused_by_the_cli_and_list_still_reads(served):
+    """Issue 18, finding 11, through the CLI: the refusal is the CLI's error, no silence is
+    made, and `alerts list` (which crashed on such a silence) reads the server."""
+    logs = served[1]
+    refused = run_cli("alerts", "silence", "stall", "--for", "999999999999d", "--logdir",
+                      str(logs))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "'999999999999d' is longer than a year" in refused.stderr
+    assert "give 365d or less" in refused.stderr
+    listed = run_cli("alerts", "list", "--logdir", str(logs))
+    assert listed.returncode == 0, listed.stderr
+    assert "999999999999" not in listed.stdout
 
 
 def test_unsilence_unknown_or_ended(served):
@@ -279,6 +297,15 @@ def test_without_a_server_silence_says_what_to_do_and_list_reads_the_file(tmp_pa
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("rules (built-in rules):\n  stall")
     assert "targets: server log" in listed.stdout
+    # a silence stored before durations were bounded (issue 18, finding 11) ends past any
+    # date: `alerts list` still reads the file
+    database = Database(default_db(logs))
+    database.cursor().execute("INSERT INTO silences (rule, run, created_time, until_time) "
+                              "VALUES ('stall', '*', 0, 1e23)")
+    database.close()
+    listed = run_cli("alerts", "list", "--logdir", str(logs))
+    assert listed.returncode == 0, listed.stderr
+    assert "until 99999999999999991611392 (Unix seconds, past any date)" in listed.stdout
 
 
 def test_without_a_webhook_alerts_show_in_the_log_and_the_api(tmp_path):
