@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -348,7 +349,7 @@ def test_a_full_scratch_space_leaves_nothing_behind_and_the_careful_path_reads(t
     logs = tmp_path / "logs"
     (logs / "r").mkdir(parents=True)
     with ingest(logs) as mon:
-        mon.scratch.rmdir()  # every scratch copy now fails
+        shutil.rmtree(mon.scratch)  # every scratch copy now fails (its marker goes too)
         (logs / "r" / "metrics.jsonl").write_bytes(lines)
         mon.tailer.catch_up()
         assert query(mon, "SELECT count(*) FROM metrics") == [(20_000,)]
