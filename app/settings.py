@@ -5,13 +5,20 @@ variable (``CLIFFWATCH_SQL_TIME_LIMIT=30``); the flag wins. ``serve`` prints the
 at start-up, e.g.::
 
     cliffwatch settings: sql_time_limit=10.0 sql_max_rows=10000 scan_interval=120.0 ...
+
+A secret (``token``, ``webhook``) is better given by its environment variable or a file
+(``--token-file PATH``, or ``CLIFFWATCH_TOKEN_FILE``), read once at start: every user of the
+machine can read a flag's value with ``ps``, so a secret given as a flag is warned about.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import stat
+import sys
 from dataclasses import dataclass, field, fields, make_dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,10 @@ class Setting:
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def file_flag(self) -> str:  # secrets only: the file that holds the value
+        return self.flag + "-file"
 
 
 REGISTRY = [
@@ -123,17 +134,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=type(setting.default),
             default=None,
             action="append" if setting.repeatable else "store",
-            help=f"{setting.help} (default {setting.default}, env {setting.env})",
+            help=f"{setting.help} (default {setting.default}, env {setting.env})" + (
+                f"; every user sees a flag's value in `ps`: prefer {setting.env} or "
+                f"{setting.file_flag}" if setting.secret else ""),
         )
+        if setting.secret:  # the flag's value shows in `ps`: offer a file, read once
+            lines = " (one per line)" if setting.repeatable else ""
+            parser.add_argument(
+                setting.file_flag, dest=f"{setting.name}_file", type=Path, default=None,
+                metavar="PATH", help=f"file holding the {setting.name}{lines}, read once at "
+                f"start; other users cannot see it in `ps` (env {setting.env}_FILE)")
 
 
 def resolve(args: argparse.Namespace | None = None):
-    """Flag, else environment variable, else default."""
+    """Flag, else environment variable, else default; a secret also from a file (its file
+    flag, else its file environment variable when its own is unset)."""
     values = {}
     for setting in REGISTRY:
         value = getattr(args, setting.name, None) if args is not None else None
         if isinstance(value, list):  # a repeatable flag: --webhook A --webhook B
             value = ",".join(value)
+        if setting.secret:
+            value = _secret(setting, value, getattr(args, f"{setting.name}_file", None))
         for env in (setting.env, *setting.env_aliases):
             if value is None and env in os.environ:
                 value = _convert(setting, os.environ[env], env)
@@ -149,3 +171,52 @@ def _convert(setting: Setting, raw: str, env: str):
     except ValueError:
         kind = type(setting.default).__name__
         raise CliffwatchError(f"{env}={raw!r} is not a valid {kind}") from None
+
+
+_SECRET_FILE_MAX = 64 * 1024  # bytes: a token or a few webhook URLs, never a whole log
+
+
+def _secret(setting: Setting, value: str | None, path: Path | None) -> str | None:
+    """A secret's flag value (warned about: `ps` shows it to every user), else the content of
+    its file flag, else of the file its ``_FILE`` variable names if no variable holds it."""
+    from .errors import CliffwatchError
+
+    if value is not None and path is not None:
+        raise CliffwatchError(f"give {setting.flag} or {setting.file_flag}, not both")
+    if value is not None:
+        print(f"cliffwatch: warning: {setting.flag} is visible to every user of this machine "
+              f"through `ps`; use {setting.env} or {setting.file_flag}", file=sys.stderr)
+        return value
+    if path is not None:
+        return _read_secret(setting, path, setting.file_flag)
+    named = os.environ.get(f"{setting.env}_FILE")
+    if named and not any(env in os.environ for env in (setting.env, *setting.env_aliases)):
+        return _read_secret(setting, Path(named), f"{setting.env}_FILE")
+    return None
+
+
+def _read_secret(setting: Setting, path: Path, source: str) -> str:
+    """The file's non-blank lines (joined with commas where the setting takes a list)."""
+    from .errors import CliffwatchError
+
+    try:
+        with open(path, "rb") as handle:
+            mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
+            raw = handle.read(_SECRET_FILE_MAX + 1)
+    except OSError as exc:
+        raise CliffwatchError(f"cannot read {source} {path}: {exc.strerror}; give a file "
+                              f"that holds the {setting.name}") from None
+    lines = [line.strip() for line in raw.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line]
+    problem = ("is empty" if not lines
+               else f"is over {_SECRET_FILE_MAX} bytes" if len(raw) > _SECRET_FILE_MAX
+               else "holds more than one line" if len(lines) > 1 and not setting.repeatable
+               else None)
+    if problem:
+        alone = "one per line" if setting.repeatable else "alone"
+        raise CliffwatchError(f"{source} {path} {problem}; write the {setting.name} in it, "
+                              f"{alone}")
+    if mode & 0o077:
+        print(f"cliffwatch: warning: other users can read or change {source} {path} (mode "
+              f"{mode:o}); chmod 600 {path}", file=sys.stderr)
+    return ",".join(lines)

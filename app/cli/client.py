@@ -145,6 +145,6 @@ def answer_json(url: str, response: httpx.Response) -> dict:
         return payload
     message = payload.get("error") if isinstance(payload, dict) else None
     if response.status_code == 401:
-        message = (f"the server at {url} needs its token: set CLIFFWATCH_TOKEN (or --token) "
-                   "to the one it was started with or printed at start-up")
+        message = (f"the server at {url} needs its token: set CLIFFWATCH_TOKEN (or "
+                   "--token-file) to the one it was started with or printed at start-up")
     raise CliffwatchError(message or f"the server at {url} answered {response.status_code}")

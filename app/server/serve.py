@@ -132,7 +132,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
         # generated, so the user can only learn it here (as Jupyter does)
         print(f"cliffwatch: dashboard and API at {url}/?token={token}", file=sys.stderr)
     else:
-        how = " (token from --token or CLIFFWATCH_TOKEN)" if token else ""
+        how = " (token from CLIFFWATCH_TOKEN, --token-file or --token)" if token else ""
         print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
     app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
