@@ -6,7 +6,7 @@ row ids in commit order, so "what is new" is "what lies beyond the row ids seen"
 which nothing was stored asks one question and reads no row, with 10 runs or 10,000. A full
 look (every run whose ``last_seen`` moved since the rules judged it, every live run's facts)
 is taken at start, after a failed pass, and every SWEEP_S seconds, for what is no appended
-row (a log's mtime moving without a complete line)::
+row (a log truncated and read again from its start: its grew_at moves without a row)::
 
     watch = Watch()
     look = watch.look(cursor, now, progress, active)   # inside the pass's transaction
@@ -32,7 +32,7 @@ class Facts:
 
     status: str
     last_seen: object  # runs.last_seen: alert_progress.seen once the run is judged
-    last_write: float | None  # newest mtime of its log files
+    last_write: float | None  # when the monitor last saw a log of it grow (files.grew_at)
     last_step: int | None
 
 

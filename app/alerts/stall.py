@@ -1,11 +1,14 @@
 """The ``stall`` rule: no new line while the run is not finished, judged by a timer.
 
-"Last line" is the newest modification time of the run's log files as ingest last read them
-(``files.mtime``): the trainer's own write, stored in the database, so a stall that began
-before a server restart fires on time after it. The budget is ``factor`` x the run's typical
-interval between lines (median of its last 64, from the logs' own clock), never less than
-``min``; while a ``checkpoint_start`` has no ``checkpoint_end`` (and no later step was logged)
-it is ``checkpoint_budget`` and the alert names the checkpoint. A run whose last event is
+"Last line" is when the monitor last saw one of the run's log files grow, by its own clock
+(``files.grew_at``; a file's first read, history found at start-up, counts at its mtime but
+never later than then): stored in the database, so a stall that began before a server restart
+fires on time after it, and a file server's skewed clock cannot move it (a log dated in the
+future never stalled; one dated 2 h back was history that never stalled though it grew).
+The budget is ``factor`` x the run's typical interval between lines (median of its last 64,
+from the logs' own clock), never less than ``min``; while a ``checkpoint_start`` has no
+``checkpoint_end`` (and no later step was logged) it is ``checkpoint_budget`` and the alert
+names the checkpoint. A run whose last event is
 ``run_end`` (status no longer ``running``) never stalls.
 
 A run already silent for an hour when the rules first met it (a finished or crashed run from

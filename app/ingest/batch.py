@@ -39,7 +39,7 @@ import orjson
 from . import attempts
 from . import chunk as clean
 from .columns import column_name, fold, is_metric_column
-from .filestate import FileState, adopt
+from .filestate import FileState, adopt, grown
 from .openfile import Refused, open_log
 from .segment import Segment
 from .store import Store
@@ -174,6 +174,7 @@ def _position(state: FileState, handle, data: bytes) -> FileState:
     check: ``last_step``)."""
     start = copy.copy(state)
     start.state, start.inode, start.mtime = "ok", handle.info.st_ino, handle.info.st_mtime
+    start.grew_at = grown(state, start.mtime)
     return Segment(state, start, handle, data).after()
 
 

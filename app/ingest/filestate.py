@@ -10,6 +10,7 @@ transaction that stores it has committed::
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, fields
 
 
@@ -26,7 +27,8 @@ class FileState:
     attempt: int = 0
     last_step: int | None = None
     lines: int = 0
-    mtime: float | None = None
+    mtime: float | None = None  # the file's own (its writer's clock): tells a change, no time
+    grew_at: float | None = None  # when this monitor saw it grow, by its own clock: grown()
     state: str = "ok"
     crlf_reported: bool = False
     partial_reported: int | None = None
@@ -37,6 +39,18 @@ class FileState:
         from .scan import LogFile
 
         return LogFile(self.path, self.run, self.kind).rank
+
+
+def grown(state: FileState, mtime: float, now: float | None = None) -> float:
+    """``grew_at`` for a read of ``state``'s file that found it at ``mtime``: now (the
+    monitor's clock) when the file changed since its last commit; on its first read (history
+    found at start-up) its mtime, never later than now; else as it was (the rest of a long
+    catch-up). A file server's clock is no clock of ours: a file dated in the future never
+    looked quiet, and one dated 2 h back looked like history while it grew (issue 18)."""
+    now = time.time() if now is None else now
+    if state.grew_at is None:
+        return min(mtime, now)
+    return now if mtime != state.mtime else state.grew_at
 
 
 def adopt(state: FileState, new: FileState) -> None:

@@ -124,7 +124,8 @@ class Store:
             "sizes": [n.size for n in news], "offsets": [n.offset for n in news],
             "heads": [n.head for n in news], "attempts": [n.attempt for n in news],
             "last_steps": [n.last_step for n in news], "lines": [n.lines for n in news],
-            "mtimes": [n.mtime for n in news], "tails": [n.tail for n in news]})
+            "mtimes": [n.mtime for n in news], "grew_ats": [n.grew_at for n in news],
+            "tails": [n.tail for n in news]})
 
     def commit(self, state: FileState, batch: Batch) -> int:
         """Write the batch; on success copy the new state into ``state``. Returns rows written."""

@@ -35,7 +35,7 @@ from ..db.database import Database
 from . import batch, careful, fast, follow, memory, wholefile
 from .activity import Changes, Pace
 from .backoff import Backoff, describe
-from .filestate import FileState, refresh
+from .filestate import FileState, grown, refresh
 from .formats import detect, keymap
 from .openfile import LogHandle, Refused, open_log
 from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
@@ -312,8 +312,8 @@ class Tailer:
     def _recently_written(self) -> dict[str, float]:
         """At start: the files of live runs written in the last LIVE_S seconds."""
         now, wall = time.monotonic(), time.time()
-        return {s.path: now for s in self.files.values()
-                if s.run not in self.finished and s.mtime and wall - s.mtime < LIVE_S}
+        return {s.path: now for s in self.files.values()  # grew_at: our clock, not the file's
+                if s.run not in self.finished and s.grew_at and wall - s.grew_at < LIVE_S}
 
     def catch_up(self) -> int:
         """Discover and read until nothing complete is left (files that fail are left to
@@ -557,6 +557,7 @@ class Tailer:
             new.partial_reported, new.crlf_reported = None, False
             self.pending.pop(state.path, None)
         new.inode, new.mtime = handle.info.st_ino, handle.info.st_mtime
+        new.grew_at = grown(state, new.mtime)
         return new, reason
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
@@ -642,6 +643,7 @@ class Tailer:
                    end: int) -> bool:
         new = copy.copy(state)
         new.state, new.inode, new.mtime = "ok", handle.info.st_ino, handle.info.st_mtime
+        new.grew_at = grown(state, new.mtime)
         problem = Problem(pending.offset, "error", f"line is {end - 1 - pending.offset} bytes, "
                           "over the 1 MiB limit", excerpt(pending.start))
         new.offset, new.lines, new.size = end, new.lines + 1, handle.info.st_size

@@ -49,7 +49,7 @@ class IngestFacts:
 class Run:
     run: str
     status: str  # running | completed | failed | interrupted
-    last_write: float  # Unix seconds its logs were last written (files.mtime)
+    last_write: float  # Unix seconds the monitor last saw its logs grow (files.grew_at)
     step: int | None  # last step of its newest metrics file
     values: dict[str, float]  # newest value of each exported metric
 

@@ -5,7 +5,7 @@
 --   in memory between them.
 -- param active: runs with a stall pending or firing (example: ['seed-cliff'])
 WITH w AS (
-    SELECT run, max(mtime) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
+    SELECT run, max(grew_at) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
            max(last_step) FILTER (WHERE kind = 'metrics') AS last_step
     FROM files
     GROUP BY run

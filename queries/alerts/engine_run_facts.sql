@@ -1,13 +1,14 @@
 -- title: Facts of the runs of some files
 -- description: For the runs the given files belong to: status, last_seen (moved by ingest with
---   each run's lines and events), the newest modification time of its log files as ingest last
---   read them (the trainer's own write, true across a server restart) and its last step. What
---   an alert pass reads of the runs ingest stored something for (alerts/engine_changes).
+--   each run's lines and events), when the monitor last saw one of its log files grow
+--   (files.grew_at: the monitor's own clock, stored, so true across a server restart; a file
+--   server's skewed clock cannot move it) and its last step. What an alert pass reads of the
+--   runs ingest stored something for (alerts/engine_changes).
 -- param files: file ids (example: [1, 2])
 WITH named AS (
     SELECT DISTINCT run FROM files WHERE file_id IN (SELECT unnest($files))
 ), w AS (
-    SELECT run, max(mtime) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
+    SELECT run, max(grew_at) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
            max(last_step) FILTER (WHERE kind = 'metrics') AS last_step
     FROM files
     WHERE run IN (SELECT run FROM named)

@@ -1,6 +1,7 @@
 -- title: Prometheus: runs exported
 -- description: The runs GET /metrics reports on: a run without run_end whose logs were
---   written (files.mtime, the trainer's clock, as the Runs page reads it) within `silence_s`
+--   written (files.grew_at: when the monitor saw them grow, by its own clock, as the Runs page
+--   and the stall rule read it) within `silence_s`
 --   seconds, or an ended run within `grace_s` seconds of its last write; at most `max_runs`,
 --   the most recently written first. Only files written within the longer window are
 --   grouped, so thousands of finished runs cost a filter of the files table, never a read of
@@ -11,9 +12,9 @@
 -- param silence_s: seconds a run without run_end stays after its last write (example: 21600.0)
 -- param max_runs: at most this many runs (example: 500)
 WITH recent AS (
-    SELECT run, max(mtime) AS last_write
+    SELECT run, max(grew_at) AS last_write
     FROM files
-    WHERE kind <> 'run_meta' AND mtime >= $now - greatest($grace_s, $silence_s)
+    WHERE kind <> 'run_meta' AND grew_at >= $now - greatest($grace_s, $silence_s)
     GROUP BY run
 ), exported AS (
     SELECT r.run, coalesce(r.status, 'running') AS status, w.last_write
@@ -24,7 +25,7 @@ WITH recent AS (
     ORDER BY w.last_write DESC, r.run
     LIMIT greatest($max_runs, 0)
 ), newest AS (
-    SELECT run, arg_max(file_id, mtime) AS file_id
+    SELECT run, arg_max(file_id, grew_at) AS file_id
     FROM files
     WHERE kind NOT IN ('events', 'rank', 'run_meta') AND run IN (SELECT run FROM exported)
     GROUP BY run

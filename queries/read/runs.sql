@@ -1,7 +1,8 @@
 -- title: Runs table
 -- description: One page of the runs (or of those whose name matches), in the one order the
 --   Runs page and /api/runs show: live runs first (no run_end yet), then the most recently
---   written (files.mtime: the trainer's own clock, as the stall rule reads it), then by
+--   written (files.grew_at: when the monitor saw a log grow, by its own clock, as the stall
+--   rule reads it), then by
 --   name. `total` is how many runs match, on every row; a page past the end is one row with
 --   a NULL run that still says `total`. Only the runs and files tables are read (a row per
 --   run and per file), never a metrics line: the page's lines, newest values and pace come
@@ -13,7 +14,7 @@
 -- param limit: at most this many runs, or NULL for all (default: NULL) (example: 100)
 -- param offset: runs skipped before the page (default: 0) (example: 0)
 WITH written AS (
-    SELECT run, max(mtime) AS last_write
+    SELECT run, max(grew_at) AS last_write
     FROM files
     WHERE kind IN ('metrics', 'events', 'rank')
     GROUP BY run
