@@ -70,6 +70,10 @@ REGISTRY = [
             "and localhost); any other Host header gets 403"),
     Setting("token", "", "bearer token the server requires on /api/* and the page (required "
             "off loopback; generated when not given); the CLI sends it", secret=True),
+    Setting("session_hours", 12.0, "hours a browser's sign-in (one visit with ?token=) opens "
+            "the dashboard off loopback; it opens the page and its websocket only (/api and "
+            "/metrics take the bearer token), and ends sooner at /_cliffwatch/logout or when "
+            "the server stops"),
     Setting("keys", "", "key mappings file for other trainers' JSONL logs, per run glob "
             "(default LOGDIR/keys.toml if it exists; docs/formats.md)"),
     Setting("rules", "", "alert rules file (default LOGDIR/alerts.toml if it exists, else the "

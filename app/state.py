@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import anyio
-
 from .alerts.delivery import DeliveryWorker
 from .alerts.worker import AlertWorker
 from .errors import CliffwatchError
 from .ingest.worker import IngestWorker
 from .monitor import Monitor
+from .slots import Slots
 
 # DuckDB cannot interrupt every expression (a huge list_sort runs to the end), so at most
 # this many ad-hoc queries run at once; the rest of the API and the dashboard keep going.
@@ -25,9 +24,8 @@ class ServerState:
     settings: object
     alerts: AlertWorker | None = None
     delivery: DeliveryWorker | None = None
-    # made inside the lifespan, so it belongs to the server's event loop
-    adhoc_slots: anyio.CapacityLimiter = field(
-        default_factory=lambda: anyio.CapacityLimiter(ADHOC_SLOTS))
+    # taken by /api/sql on the event loop and by the SQL page from its script thread
+    adhoc_slots: Slots = field(default_factory=lambda: Slots(ADHOC_SLOTS))
 
 
 _current: ServerState | None = None

@@ -37,7 +37,7 @@ from ..ingest.worker import IngestWorker
 from ..monitor import Monitor, default_db
 from ..read.tiles import TileWorker
 from ..settings import describe
-from .guard import Guard, GuardMiddleware, is_loopback
+from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
 from .routes import ROUTES
 from .serverfile import server_file
 
@@ -123,7 +123,8 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     _check_port(host, port)
     db_path = Path(db or default_db(logdir)).resolve()
     token = settings.token or (None if is_loopback(host) else secrets.token_urlsafe(32))
-    guard = Guard.for_bind(host, port, settings.allowed_hosts, token)
+    guard = Guard.for_bind(host, port, settings.allowed_hosts, token,
+                           settings.session_hours)
     url = local_url(host, port)
     print(f"cliffwatch: watching {logdir}, database {db_path}", file=sys.stderr)
     print(f"cliffwatch settings: {describe(settings)}", file=sys.stderr)
@@ -134,6 +135,9 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     else:
         how = " (token from CLIFFWATCH_TOKEN, --token-file or --token)" if token else ""
         print(f"cliffwatch: dashboard and API at {url}{how}", file=sys.stderr)
+    if token:
+        print(f"cliffwatch: a browser's sign-in lasts {settings.session_hours:g} h "
+              f"(--session-hours); sign out at {url}{LOGOUT}", file=sys.stderr)
     app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
     sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
     quieter_streamlit_polling()

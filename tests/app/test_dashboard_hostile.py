@@ -14,7 +14,7 @@ import streamlit as st
 
 from app import state
 from app.dashboard.source import md, parse_run_view, run_url
-from tests.app.test_dashboard_pages import page, serve_in_process, texts
+from tests.app.test_dashboard_pages import page, press_run, serve_in_process, texts
 
 LINK = "[login](https://evil.example)"
 IMAGE = "![](https://evil.example/p.png)"
@@ -76,10 +76,10 @@ def test_a_hostile_run_name_is_the_run_page_title_as_typed(hostile, run):
 def test_compare_incidents_and_sql_show_hostile_text_as_typed(hostile):
     assert_inert(page("views/compare.py", runs=f"{LINK},plain", metric=LINK))
     assert_inert(page("views/incidents.py", run=LINK))
-    at = page("views/sql.py", q="SELECT $v AS \"**c**\"", p_v=LINK)
+    at = press_run(page("views/sql.py", q="SELECT $v AS \"**c**\"", p_v=LINK))
     assert at.metric[0].value == md(LINK)
     assert_inert(at)
-    assert_inert(page("views/sql.py", q=f"SELECT * FROM {LINK}"))  # the error quotes it
+    assert_inert(press_run(page("views/sql.py", q=f"SELECT * FROM {LINK}")))  # the error quotes it
 
 
 def test_a_step_too_large_for_a_step_is_explained():

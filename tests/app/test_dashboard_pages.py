@@ -205,17 +205,26 @@ def test_alerts_page_shows_rules_and_explains_a_test_without_delivery(seed):
     assert "does not deliver alerts yet" in texts(at.error)
 
 
-def test_sql_page_runs_the_query_in_its_url(seed):
+def press_run(at: AppTest) -> AppTest:
+    """The SQL page's Run button pressed: a query from the URL runs only then."""
+    next(b for b in at.button if b.label == "Run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_sql_page_runs_the_query_in_its_url_once_run_is_pressed(seed):
     at = page("views/sql.py", q="SELECT count(*) FROM metrics")
+    assert not at.metric and "Press Run" in texts(at.caption)
+    press_run(at)
     assert not at.error, texts(at.error)
     assert at.metric[0].value == str(SEED_LINES)
     assert len(at.get("download_button")) == 1  # CSV
 
 
 def test_sql_page_shows_errors_as_messages(seed):
-    at = page("views/sql.py", q="SELEC nonsense")
+    at = press_run(page("views/sql.py", q="SELEC nonsense"))
     assert at.error and not at.exception
-    at = page("views/sql.py", q="DELETE FROM metric_rows")
+    at = press_run(page("views/sql.py", q="DELETE FROM metric_rows"))
     assert at.error and not at.exception
 
 
@@ -224,6 +233,7 @@ def test_sql_page_starts_from_a_named_query_and_binds_its_parameters(seed):
     at.selectbox(key="s-named").set_value("time_gaps").run()
     assert not at.exception
     assert at.query_params["query"] == "time_gaps" and "$run" in at.query_params["q"]
+    press_run(at)
     assert not at.error, texts(at.error)
     assert charts(at)  # a quick chart of the numeric columns
 

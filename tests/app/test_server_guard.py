@@ -3,8 +3,9 @@
 - a Host that is not the server's (DNS rebinding) gets 403 on /api/* and on Streamlit's own
   paths, its websocket included;
 - an Origin that is not the server's own gets 403;
-- off loopback a token is required (bearer on /api/*, a cookie for the page after one visit
-  with ?token=), generated and printed when none is given, and never written to server.json;
+- off loopback a token is required (bearer on /api/*, a session cookie for the page after one
+  visit with ?token=), generated and printed when none is given, and never written to
+  server.json;
 - the CLI sends CLIFFWATCH_TOKEN, and only to a server.json that this user wrote and that
   names this machine;
 - `docker build .` builds the monitor, whose CMD serves.
@@ -224,7 +225,8 @@ def test_generated_token_is_printed_once_and_the_page_keeps_working(token_server
     pair = cookie.split(";", 1)[0]
     later = httpx.get(server.url + "/", headers={"Cookie": pair}, timeout=10)
     assert later.status_code == 200 and "<html" in later.text.lower()
-    assert httpx.get(server.url + "/api/runs", headers={"Cookie": pair}).status_code == 200
+    # the page's session is no key to the API (tests/app/test_guard_session.py)
+    assert httpx.get(server.url + "/api/runs", headers={"Cookie": pair}).status_code == 401
     assert " 101 " in upgrade(server.port, {"Host": f"127.0.0.1:{server.port}", "Cookie": pair,
                                             "Origin": server.url})
     assert httpx.get(f"{server.url}/?token=wrong", timeout=10).status_code == 401

@@ -1,7 +1,8 @@
 """SQL page (``/sql?q=SELECT+count(*)+FROM+metrics&p_run=demo``): ad-hoc read-only SQL
-through the same helper and limits as ``POST /api/sql``; the named queries of queries/ as
-starting points. The query (and any ``$parameter`` values) live in the URL, so a link runs it
-again.
+through the same helper, limits and ad-hoc slots as ``POST /api/sql``; the named queries of
+queries/ as starting points. The query (and any ``$parameter`` values) live in the URL, so a
+link fills the editor again; it runs only when Run is pressed (a link from anywhere must not
+run SQL on the reader's behalf).
 
 A one-value result is also shown as a number::
 
@@ -28,6 +29,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
 from ..db import queries
 from ..db.readonly import run_readonly
 from ..errors import CliffwatchError
+from ..state import ADHOC_SLOTS
 from . import charts, export, source
 
 PARAM = re.compile(r"\$([A-Za-z_]\w*)")
@@ -126,8 +128,18 @@ def show(result) -> None:
                        mime="text/csv", on_click="ignore")
 
 
+PRESSED = "s-pressed"  # session state: the query and values Run was last pressed for
+
+
 def run(text: str, values: dict) -> None:
-    settings = source.state().settings
+    """The query in one of the ad-hoc slots /api/sql takes. The wait is bounded: this script
+    thread cannot be interrupted while it waits."""
+    state = source.state()
+    settings = state.settings
+    if not state.adhoc_slots.take(wait_s=settings.sql_time_limit):
+        st.warning(f"{ADHOC_SLOTS} ad-hoc queries are already running (this page and "
+                   "/api/sql share them); press Run again when they finish.")
+        return
     try:
         result = run_readonly(source.cursor(), text, params=values or None,
                               max_rows=settings.sql_max_rows,
@@ -136,7 +148,22 @@ def run(text: str, values: dict) -> None:
     except (CliffwatchError, duckdb.Error) as exc:
         st.error(source.md(exc))
         return
+    finally:
+        state.adhoc_slots.release()
     show(result)
+
+
+def run_if_pressed(text: str, values: dict, pressed: bool) -> None:
+    """Run the query once Run was pressed for it (and again on reruns while it stays the
+    same); a query that came with the URL waits for the press."""
+    if pressed:
+        st.session_state[PRESSED] = (text, values)
+    if not text:
+        return
+    if st.session_state.get(PRESSED) == (text, values):
+        run(text, values)
+    else:
+        st.caption("Press Run to run this query.")
 
 
 def page() -> None:
@@ -148,10 +175,9 @@ def page() -> None:
     st.session_state["s-q"] = st.query_params.get("q", "")
     st.text_area("query", key="s-q", height=160, on_change=write_query,
                  placeholder="SELECT run, max(step) FROM metrics GROUP BY run")
-    st.button("Run", type="primary", on_click=write_query)
+    pressed = st.button("Run", type="primary", on_click=write_query)
     text = st.query_params.get("q", "").strip()
-    if text:
-        run(text, params(text, query))
+    run_if_pressed(text, params(text, query) if text else {}, pressed)
 
 
 source.guarded(page)
