@@ -5,7 +5,8 @@ that opens the database itself run these same reads::
     marks(cursor) -> {"database": "2026-11-30 04:52:15.1", "tables": {"metrics": [
                       {"run": "sweep/lr 1e-4", "mark": 999999, "rows": 1000000}], ...}}
     rows(cursor, TABLES_BY_NAME["metrics"], "sweep/lr 1e-4", after=-1, upto=999999)
-        -> a pyarrow RecordBatchReader of that run's lines, in the order they were logged
+        -> a pyarrow RecordBatchReader of that run's lines, in the order they were logged,
+           read a page (one batch) at a time as the reader is read (pages.py)
     batch(cursor, TABLES_BY_NAME["metrics"], ["a", "b"], after=[-1, 41], upto=[40, 90])
         -> the rows of many runs in one query, with their ``run``, grouped by run in that order
 
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 from ..db import queries
 from ..errors import CliffwatchError
+from . import pages
 
 # Cells (rows x columns) of one Arrow batch, and so of one Parquet row group: about 32 MB of
 # doubles, whether a run logs 5 metrics (131,072 rows) or 1,000 (4,096 rows).
@@ -37,6 +39,7 @@ class Table:
     # rows change in place (an incident grows), so a run's rows are written whole again when
     # their fingerprint changes
     replaced: bool = False
+    row_id: str = "rowid"  # what after and upto count (a column, or DuckDB's rowid)
 
     def marks_query(self) -> str:
         return f"export/{self.name}_marks"
@@ -48,7 +51,8 @@ class Table:
         return f"export/{self.name}_batch"
 
 
-TABLES = (Table("metrics", "metrics_all"), Table("evals", "evals"), Table("ranks", "ranks_all"),
+TABLES = (Table("metrics", "metrics_all", row_id="line_id"),
+          Table("evals", "evals", row_id="line_id"), Table("ranks", "ranks_all"),
           Table("events", "events"), Table("attempts", "attempts"),
           Table("incidents", "incidents", replaced=True), Table("runs", "runs", replaced=True))
 TABLES_BY_NAME = {t.name: t for t in TABLES}
@@ -84,13 +88,39 @@ def batch_rows(columns: int | None) -> int:
 
 def rows(cursor, t: Table, run: str, after: int | None, upto: int | None
          ) -> pa.RecordBatchReader:
-    """One run's rows of ``t``: those with a row id in (after, upto] for an appended table,
-    all of them for a replaced one; streamed in batches of about BATCH_CELLS cells."""
-    params = {"run": run} if t.replaced else {"run": run, "after": after, "upto": upto}
-    # the DB-API call plans the query once (the relational API twice): 9 ms a run, not 17,
-    # which is most of a first export of a thousand small runs
+    """One run's rows of ``t``: those with a row id in (after, upto] for an appended table, a
+    page of about BATCH_CELLS cells at a time (each page read whole, so a reader that waits
+    holds no query open), all of them for a replaced one."""
+    if t.replaced:
+        # the DB-API call plans the query once (the relational API twice): 9 ms a run, not
+        # 17, which is most of a first export of a thousand small runs
+        result = queries.execute(cursor, t.rows_query(), {"run": run})
+        return result.to_arrow_reader(batch_rows(len(result.description)))
+    schema = _page(cursor, t, run, pages.Page(after, after, 0, 0)).schema  # LIMIT 0
+    per_page = batch_rows(len(schema))
+    # a page's query sorts its rows and those its first bucket skips: at most 1.25 pages
+    span = max(per_page // 4, 1)
+    counts = queries.execute(cursor, "export/buckets",
+                             {"run": run, "after": after, "upto": upto, "span": span},
+                             identifiers={"table": t.source, "id": t.row_id}).fetchall()
+    plan = pages.plan(counts, span, after, upto, per_page)
+    return pa.RecordBatchReader.from_batches(schema, _paged(cursor, t, run, schema, plan))
+
+
+def _page(cursor, t: Table, run: str, page: pages.Page) -> pa.Table:
+    params = {"run": run, "after": page.after, "upto": page.upto, "skip": page.skip,
+              "rows": page.rows}
     result = queries.execute(cursor, t.rows_query(), params)
-    return result.to_arrow_reader(batch_rows(len(result.description)))
+    return result.to_arrow_reader(max(page.rows, 1)).read_all()
+
+
+def _paged(cursor, t: Table, run: str, schema: pa.Schema, plan: list[pages.Page]):
+    for page in plan:
+        table = _page(cursor, t, run, page)
+        if table.schema.names != schema.names:
+            # ingest added a metric column since the first page: those rows have none of it
+            table = table.select(schema.names)
+        yield from table.to_batches()
 
 
 def batch(cursor, t: Table, runs: list[str], after: list[int] | None,

@@ -5,7 +5,11 @@
 -- param run: run id (example: 'seed-cliff')
 -- param after: highest row id already exported, -1 for none (example: -1)
 -- param upto: highest row id to export (example: 1000000000)
+-- param rows: most rows to return (a page: app/export/pages.py reads a big run a page
+--   at a time, so no query sorts the whole run) (example: 1000000000)
+-- param skip: rows of the range passed over before the page (example: 0)
 SELECT * EXCLUDE (run)
 FROM ranks_all
 WHERE run = $run AND rowid > $after AND rowid <= $upto
 ORDER BY rowid
+LIMIT $rows OFFSET $skip

@@ -384,7 +384,8 @@ def test_a_run_bigger_than_a_batch_is_streamed_alone(tmp_path, monkeypatch):
 
     monkeypatch.setattr(queries, "execute", counted)
     assert main(["export", "--logdir", str(logdir), "--to", str(archive)]) == 0
-    assert calls.count("export/metrics_rows") == 1  # the big run, alone
+    # the big run, alone: its columns (LIMIT 0), then a page per row group
+    assert calls.count("export/metrics_rows") == 1 + 5
     assert calls.count("export/metrics_batch") == 3  # 60 x 5 lines, 100 rows a query
     assert calls.count("export/runs_batch") == 1  # 61 rows
     big = pq.ParquetFile(archive / "metrics" / "run=big" / "part-00001.parquet")
