@@ -44,7 +44,11 @@ def attempts(outbox: list[dict]) -> str:
 def when(seconds) -> str:
     if seconds is None or pd.isna(seconds):  # a column with a None arrives as NaN
         return ""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        # a silence stored before durations were bounded (a year) can end past any date
+        return f"{seconds:.0f} (Unix seconds, past any date)"
 
 
 def readable_times(frame: pd.DataFrame) -> pd.DataFrame:
