@@ -5,10 +5,11 @@
 --   in memory between them.
 -- param active: runs with a stall pending or firing (example: ['seed-cliff'])
 WITH w AS (
-    SELECT run, max(grew_at) FILTER (WHERE kind IN ('metrics', 'events', 'rank')) AS last_write,
-           max(last_step) FILTER (WHERE kind = 'metrics') AS last_step
-    FROM files
-    GROUP BY run
+    SELECT f.run, max(f.grew_at) FILTER (WHERE f.kind <> 'run_meta') AS last_write,
+           max(l.last_step) AS last_step
+    FROM files AS f
+    LEFT JOIN line_files AS l USING (file_id)
+    GROUP BY f.run
 )
 SELECT r.run, coalesce(r.status, 'running') AS status, r.last_seen, w.last_write, w.last_step
 FROM runs AS r

@@ -14,5 +14,5 @@ WHERE s.back = 1
   AND NOT EXISTS (SELECT 1 FROM events AS e
                   WHERE e.run = s.run AND e.kind = 'checkpoint_end' AND e.rowid > s.id)
   AND (s.step IS NULL OR s.step >= coalesce(
-        (SELECT max(f.last_step) FROM files AS f WHERE f.run = s.run AND f.kind = 'metrics'),
+        (SELECT max(f.last_step) FROM line_files AS f WHERE f.run = s.run),
         s.step))

@@ -10,10 +10,9 @@
 WITH pace AS (
     SELECT f.run, (max(f.last_step) - coalesce(min(a.start_step), 0)) / greatest(sum(f.lines), 1)
                AS steps_per_line
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN (SELECT run, min(start_step) AS start_step FROM attempts GROUP BY run) AS a
         USING (run)
-    WHERE f.kind = 'metrics'
     GROUP BY f.run
 ), padded AS (
     SELECT i.*, ceil(greatest(coalesce($pad_lines, 20) * coalesce(p.steps_per_line, 1),

@@ -7,8 +7,8 @@
 --   firings, each with a tooltip label and the evidence. Only markers that overlap steps
 --   lo..hi. e0/t0 and e1/t1 are the elapsed_s and time of each end where the event itself
 --   says them (else NULL: app/read/markers.py places them at the run's logged lines, in the
---   metrics files `files`). Reads the small tables (events, attempts, incidents,
---   alert_transitions) and, for the run's newest line, only each metrics file's lines from
+--   line files (line_files) `files`). Reads the small tables (events, attempts, incidents,
+--   alert_transitions) and, for the run's newest line, only each line file's lines from
 --   its tile watermark on (it reaches the scan as a dynamic filter on rowid), as the Runs
 --   table finds it: one round trip.
 -- param run: run id (example: 'seed-cliff')
@@ -16,9 +16,9 @@
 -- param hi: last step of the range, or NULL to the end (default: NULL) (example: 5000)
 WITH marks AS (
     SELECT f.file_id, coalesce(m.last_line, -1) AS after
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN chart_tile_marks AS m USING (file_id)
-    WHERE f.run = $run AND f.kind = 'metrics'
+    WHERE f.run = $run
 ), newest AS MATERIALIZED (  -- the run's newest logged line (any attempt), where an open
     -- checkpoint ends: the last rolled line of each file or a line after it
     SELECT s.step, s.elapsed_s::DOUBLE AS elapsed_s, s."time"::DOUBLE AS "time"

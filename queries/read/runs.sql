@@ -16,7 +16,7 @@
 WITH written AS (
     SELECT run, max(grew_at) AS last_write
     FROM files
-    WHERE kind IN ('metrics', 'events', 'rank')
+    WHERE kind <> 'run_meta'  -- every log: a line, an event, a rank's line
     GROUP BY run
 ), matching AS (
     SELECT r.run, coalesce(r.status, 'running') AS status, r.first_seen, r.last_seen,

@@ -1,16 +1,15 @@
 -- title: Runs stats
 -- description: /api/runs's figures for the runs named (one page of them): metric lines
 --   stored (every attempt), the highest step, attempts, the highest elapsed_s, and ingest
---   errors recorded. Only the named runs' metrics files are read (a join on their file ids,
+--   errors recorded. Only the named runs' line files are read (a join on their file ids,
 --   whose range DuckDB pushes into the scan), never every run's lines.
 -- param runs: run ids (example: ['seed-cliff'])
 WITH named AS (
     SELECT unnest($runs) AS run
 ), page_files AS (
     SELECT f.run, f.file_id
-    FROM files AS f
+    FROM line_files AS f
     JOIN named USING (run)
-    WHERE f.kind = 'metrics'
 ), lines AS (
     SELECT p.run, count(*) AS lines, max(m.step) AS last_step,
            max(m.elapsed_s) AS last_elapsed_s

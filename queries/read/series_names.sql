@@ -1,14 +1,14 @@
 -- title: Chart names of a run
 -- description: The metrics and x axes a run has values of: those its tiles hold, and those
---   among `columns` with a value in each metrics file's lines after its tile watermark (the
+--   among `columns` with a value in each line file's lines after its tile watermark (the
 --   part not yet in tiles; the watermark reaches that scan as a dynamic filter on rowid).
 -- param run: run id (example: 'seed-cliff')
 -- param columns: candidate columns: numeric metrics and the x axes (example: ['loss', 'elapsed_s'])
 WITH marks AS (
     SELECT f.file_id, coalesce(m.last_line, -1) AS after
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN chart_tile_marks AS m USING (file_id)
-    WHERE f.run = $run AND f.kind = 'metrics'
+    WHERE f.run = $run
 ), tail AS (
     SELECT s.* FROM (SELECT rowid AS "~line", * FROM metric_rows) AS s
     JOIN marks AS k ON s.file_id = k.file_id AND s."~line" > k.after

@@ -13,9 +13,9 @@
 WITH marks AS (
     SELECT f.file_id, coalesce(m.last_line, -1) AS after, m.last_attempt, m.last_step,
            m.last_t
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN chart_tile_marks AS m USING (file_id)
-    WHERE f.run = $run AND f.kind = 'metrics'
+    WHERE f.run = $run
 ), t AS (
     SELECT *,
         CASE $x WHEN 'step' THEN first_step::DOUBLE WHEN 'elapsed' THEN first_elapsed ELSE first_time END AS x0_logged,

@@ -1,13 +1,13 @@
 -- title: Chart step span of a run
 -- description: A run's first and last step over every attempt (the Run page's from/to
---   controls): from its tiles, and from each metrics file's lines after its tile watermark
+--   controls): from its tiles, and from each line file's lines after its tile watermark
 --   (the watermark reaches that scan as a dynamic filter on rowid). NULLs: no lines.
 -- param run: run id (example: 'seed-cliff')
 WITH marks AS (
     SELECT f.file_id, coalesce(m.last_line, -1) AS after
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN chart_tile_marks AS m USING (file_id)
-    WHERE f.run = $run AND f.kind = 'metrics'
+    WHERE f.run = $run
 ), steps AS (
     SELECT min(first_step) AS step0, max(last_step) AS step1
     FROM chart_tiles

@@ -16,7 +16,7 @@ WITH tiles AS (
         CASE WHEN isfinite(x_logged) THEN x_logged END AS x,
         list_position($attempts, attempt) AS i
     FROM chart_tiles
-    WHERE file_id IN (SELECT file_id FROM files WHERE run = $run AND kind = 'metrics')
+    WHERE file_id IN (SELECT file_id FROM line_files WHERE run = $run)
         AND first_step >= coalesce($lo, first_step) AND last_step <= coalesce($hi, last_step)
 ), placed AS (  -- list_position, not a join on the layout: cheaper
     SELECT *, greatest(0, least($buckets[i] - 1, floor((x - $x0s[i]) / $widths[i])))::BIGINT AS bucket

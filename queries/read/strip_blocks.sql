@@ -1,7 +1,7 @@
 -- title: Bucket strip, blocks of a long range
 -- description: A run's lines in steps lo..hi as blocks of consecutive lines, where a strip
 --   too long to count is merged from: its chart tiles that overlap the range (app/read/
---   tiles.py), then each metrics file's lines after its tile watermark in blocks of `tile`
+--   tiles.py), then each line file's lines after its tile watermark in blocks of `tile`
 --   lines (the watermark reaches that scan as a dynamic filter on rowid). Per block: its
 --   file and attempt, the rowids of its first and last line, lines, first step, where it
 --   starts and ends in the x unit, and its attempt's cutoff (lines at or past that step are
@@ -13,9 +13,9 @@
 -- param tile: lines per block of the untiled tail (example: 512)
 WITH marks AS (
     SELECT f.file_id, coalesce(m.last_line, -1) AS after
-    FROM files AS f
+    FROM line_files AS f
     LEFT JOIN chart_tile_marks AS m USING (file_id)
-    WHERE f.run = $run AND f.kind = 'metrics'
+    WHERE f.run = $run
 ), cut AS (
     SELECT attempt, cutoff_step FROM attempt_cutoffs WHERE run = $run
 ), src AS (

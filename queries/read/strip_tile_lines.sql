@@ -7,5 +7,5 @@
 -- param hi: last step, or NULL to the end (default: NULL) (example: 5000)
 SELECT coalesce(sum(n), 0)::BIGINT AS lines
 FROM chart_tiles
-WHERE file_id IN (SELECT file_id FROM files WHERE run = $run AND kind = 'metrics')
+WHERE file_id IN (SELECT file_id FROM line_files WHERE run = $run)
   AND last_step >= coalesce($lo, last_step) AND first_step <= coalesce($hi, first_step)

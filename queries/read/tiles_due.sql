@@ -4,8 +4,8 @@
 -- param tile: lines in one tile (example: 512)
 SELECT r.file_id
 FROM metric_rows AS r
-JOIN files AS f USING (file_id)
+JOIN line_files AS f USING (file_id)
 LEFT JOIN chart_tile_marks AS m USING (file_id)
-WHERE f.kind = 'metrics' AND r.rowid > coalesce(m.last_line, -1)
+WHERE r.rowid > coalesce(m.last_line, -1)
 GROUP BY r.file_id
 HAVING count(*) >= $tile

@@ -5,4 +5,4 @@
 SELECT median(sum / nullif(n - nonfinite, 0)) AS typical_s
 FROM chart_tile_values
 WHERE metric = '~gap_s'
-    AND file_id IN (SELECT file_id FROM files WHERE run = $run AND kind = 'metrics')
+    AND file_id IN (SELECT file_id FROM line_files WHERE run = $run)
