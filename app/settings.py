@@ -106,6 +106,9 @@ REGISTRY = [
             "for an alert on cliffwatch_run_seconds_since_last_line to fire)"),
     Setting("metrics_max_runs", 500, "most runs on GET /metrics, the most recently written "
             "first (bounds the series Prometheus stores)"),
+    Setting("idle_after", 300.0, "seconds a run from another trainer (whose log writes no "
+            "run_end) stays live on the Runs page after its log last grew; then it is "
+            "finished if its log marks the end of training, else idle"),
 ]
 
 

@@ -141,10 +141,15 @@ class Engine:
         return frames, table.num_rows < MAX_LINES
 
     def _history(self, cursor, changed: list[tuple], now: float) -> dict[str, tuple]:
-        """{run: (last line, last step)} of the runs met for the first time that were silent
-        for HISTORY_S (history: judged only from their next line), in one query."""
-        runs = [row[0] for row in changed if row[2] is None and row[5] is not None
-                and row[5] < now - HISTORY_S]
+        """{run: (last line, last step)} of the runs met for the first time that are history
+        (judged only from their next line): silent for HISTORY_S, or a log of another trainer
+        whose content says it is old (a copy has a fresh mtime: alerts/engine_old_logs)."""
+        met = [row for row in changed if row[2] is None and row[5] is not None]
+        runs = [row[0] for row in met if row[5] < now - HISTORY_S]
+        fresh = [row[0] for row in met if row[5] >= now - HISTORY_S]
+        if fresh:
+            runs += [row[0] for row in queries.execute(cursor, "alerts/engine_old_logs", {
+                "runs": fresh, "before": now - HISTORY_S}).fetchall()]
         if not runs:
             return {}
         found = {run: (-1, -1) for run in runs}  # no line yet: from the first

@@ -135,7 +135,8 @@ def runs_page(ask):
     current = server_state.current()
     alerts = getattr(current, "alerts", None)  # its stall rule judges "stalled"
     return runs_mod.page(cursor(), ask, rules=getattr(alerts, "rules", None),
-                         tails=_tails(str(current.monitor.db.path)))
+                         tails=_tails(str(current.monitor.db.path)),
+                         idle_after=current.settings.idle_after)
 
 
 @st.cache_resource(show_spinner=False)

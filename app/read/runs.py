@@ -16,7 +16,11 @@ failed or interrupted -> failed (the run ended without completing); still runnin
 stalled when the stall alert rule would say so (``app/alerts/stall.py``: no line for longer
 than the rule's budget, factor x the typical interval and at least ``min``, or its
 checkpoint budget while a save is open). The budget is the rule's own ``StallJudge.budget``
-over the rule in force, never a copy with numbers of its own.
+over the rule in force, never a copy with numbers of its own. Other trainers write no
+``run_end``: such a run is finished once its log marks the end of training (queries'
+``run_status``: Hugging Face's end-of-training entry, LLaMA-Factory's closing line), and idle
+once its log has not grown for ``idle_after`` seconds without saying so (a crash, a kill, a
+run that ended without a word): no longer live, never live for ever.
 
 ``alert_state``: firing > pending > silenced > ok. A pending or firing alert that a silence
 in force matches (``lifecycle.Silence.matches``, the engine's own glob rule) counts as
@@ -56,13 +60,14 @@ COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", 
            "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]
 ENDED = {"completed": "finished", "failed": "failed", "interrupted": "failed"}
 ALERT_ORDER = ("firing", "pending", "silenced")
-STATE_ORDER = {"live": 0, "stalled": 1, "failed": 2, "finished": 2}
+STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "failed": 2, "finished": 2}
+IDLE_AFTER = 300.0  # the idle_after setting's default (app/settings.py)
 TAIL_LINES = 8192  # rowids read per run: 300 s of pace at up to 27 lines a second
 NEWEST = ("last_loss", "last_accuracy")
 PAGE = 50  # runs /api/runs answers unless asked otherwise (the Runs page shows 25)
 MAX_PAGE = 1000  # a page's runs are each read (their newest lines): a bounded page
 STATUSES = {"all": None, "live": "live", "finished": "finished"}
-LISTED = ["run", "status", "first_seen", "last_seen", "last_write"]
+LISTED = ["run", "status", "first_seen", "last_seen", "last_write", "log_ended"]
 GLOB = set("*?[")  # a q holding one of these is a glob, else a part of the name
 
 
@@ -96,11 +101,13 @@ class Ask:
         return cls(q, STATUSES[status], whole(params, "limit", page, 1, MAX_PAGE),
                    whole(params, "offset", 0, 0, None))
 
-    def bound(self) -> dict:
-        """read/runs.sql's parameters: the name filter as a glob or as a part of the name."""
+    def bound(self, now: float | None = None, idle_after: float = IDLE_AFTER) -> dict:
+        """read/runs.sql's parameters: the name filter as a glob or as a part of the name;
+        ``now`` and ``idle_after`` say which runs of other trainers are idle (None: none)."""
         glob = self.q if self.q and GLOB.intersection(self.q) else None
         return {"search": None if glob else self.q, "glob": glob, "status": self.status,
-                "limit": self.limit, "offset": self.offset}
+                "limit": self.limit, "offset": self.offset, "now": now,
+                "idle_after": idle_after}
 
 
 def whole(params: Mapping, name: str, default: int, low: int, high: int | None) -> int:
@@ -136,35 +143,40 @@ class Page:
         return next_offset(self.ask, len(self.table), self.total)
 
 
-def listed(cursor, ask: Ask) -> tuple[pd.DataFrame, int]:
-    """The page's runs (run, status, first_seen, last_seen, last_write) and how many match:
-    one read of the runs and files tables, no metrics line."""
-    rows, total = listed_rows(cursor, ask)
+def listed(cursor, ask: Ask, now: float | None = None,
+           idle_after: float = IDLE_AFTER) -> tuple[pd.DataFrame, int]:
+    """The page's runs (run, status, first_seen, last_seen, last_write, log_ended) and how
+    many match: one read of the runs and files tables, no metrics line."""
+    rows, total = listed_rows(cursor, ask, now, idle_after)
     return pd.DataFrame(rows, columns=LISTED), total
 
 
-def listed_rows(cursor, ask: Ask) -> tuple[list[dict], int]:
+def listed_rows(cursor, ask: Ask, now: float | None = None,
+                idle_after: float = IDLE_AFTER) -> tuple[list[dict], int]:
     """listed() as a list of dicts (what the API answers with)."""
-    found = queries.execute(cursor, "read/runs", ask.bound())
+    found = queries.execute(cursor, "read/runs", ask.bound(now, idle_after))
     names = [d[0] for d in found.description]
     rows = [dict(zip(names, row, strict=True)) for row in found.fetchall()]
     total = [row.pop("total") for row in rows]  # the same on every row
     return [r for r in rows if r["run"] is not None], total[0] if total else 0
 
 
-def api_page(cursor, ask: Ask) -> dict:
+def api_page(cursor, ask: Ask, now: float | None = None,
+             idle_after: float = IDLE_AFTER) -> dict:
     """What ``GET /api/runs`` answers: one page of runs with their figures, and how to get
     the next one::
 
         {"runs": [{"run": "sweep3-lr0.1", "status": "running", "first_seen": "...",
-                   "last_seen": "...", "last_write": 1796032800.0, "lines": 2230,
+                   "last_seen": "...", "last_write": 1796032800.0, "log_ended": null,
+                   "lines": 2230,
                    "last_step": 4499, "attempts": 1, "last_elapsed_s": 22554.2,
                    "errors": 0}, ...],
          "total": 10000, "limit": 50, "offset": 0, "next": 50}
 
     Two reads: the page (runs and files tables) and its runs' figures (read/runs_stats: the
-    metrics lines of those runs only)."""
-    rows, total = listed_rows(cursor, ask)
+    metrics lines of those runs only). ``log_ended``: null for a run in our own format
+    (run_end says how it ended), else whether its log marks the end of training."""
+    rows, total = listed_rows(cursor, ask, time.time() if now is None else now, idle_after)
     if rows:
         found = queries.execute(cursor, "read/runs_stats", {"runs": [r["run"] for r in rows]})
         names = [d[0] for d in found.description]
@@ -176,12 +188,15 @@ def api_page(cursor, ask: Ask) -> dict:
 
 
 def page(cursor, ask: Ask = Ask(), now: float | None = None, *,
-         rules: list[Rule] | None = None, tails: Tails | None = None) -> Page:
+         rules: list[Rule] | None = None, tails: Tails | None = None,
+         idle_after: float = IDLE_AFTER) -> Page:
     """One page of the Runs table (live first, then the most recently written, then by name)
     and how many runs match. ``rules``: the rules in force (the stall rule judges stalls);
-    ``tails``: newest lines read before, kept across calls (the page refreshes every 2 s)."""
-    table, total = listed(cursor, ask)
-    return Page(describe(cursor, table, now, rules, tails), total, ask)
+    ``tails``: newest lines read before, kept across calls (the page refreshes every 2 s);
+    ``idle_after``: seconds without growth after which another trainer's run is idle."""
+    now = time.time() if now is None else now
+    table, total = listed(cursor, ask, now, idle_after)
+    return Page(describe(cursor, table, now, rules, tails, idle_after), total, ask)
 
 
 def exists(cursor, run: str) -> bool:
@@ -196,7 +211,7 @@ def runs_table(cursor, now: float | None = None, *, rules: list[Rule] | None = N
 
 
 def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] | None,
-             tails: Tails | None = None) -> pd.DataFrame:
+             tails: Tails | None = None, idle_after: float = IDLE_AFTER) -> pd.DataFrame:
     """The Runs table's columns for the runs listed: each run's newest lines, bounded reads."""
     now = time.time() if now is None else now
     if table.empty:
@@ -205,7 +220,7 @@ def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] |
     table["lines"] = table["lines"].fillna(0).astype(int)
     table["open_incidents"] = open_incidents(cursor, table)
     table["since_last_s"] = now - table["last_write"]
-    table["state"] = states(cursor, table, now, stall_rule(rules))
+    table["state"] = states(cursor, table, now, stall_rule(rules), idle_after)
     table["alert_state"] = alert_states(cursor, list(table["run"]), now)
     table["open_incidents"] = table["open_incidents"].astype(int)
     order = table["state"].map(STATE_ORDER)
@@ -310,15 +325,20 @@ def open_incidents(cursor, table: pd.DataFrame) -> list[int]:
     return [int(counts.get(run, 0)) for run in table["run"]]
 
 
-def states(cursor, table: pd.DataFrame, now: float, rule: Rule) -> list[str]:
+def states(cursor, table: pd.DataFrame, now: float, rule: Rule,
+           idle_after: float = IDLE_AFTER) -> list[str]:
+    idle = {r.run for r in table.itertuples() if r.status == "running"
+            and pd.notna(r.log_ended) and pd.notna(r.last_write)
+            and now - r.last_write > idle_after}
     quiet = [Quiet(r.run, r.status, r.last_write, r.last_step, None, None)
              for r in table.itertuples()
-             if r.status == "running" and pd.notna(r.last_write)
+             if r.status == "running" and r.run not in idle and pd.notna(r.last_write)
              and now - r.last_write > min(rule.min_s, rule.checkpoint_budget_s)]
     judge = StallJudge()
     judge.prepare(cursor, quiet)
     stalled = {q.run for q in quiet if now - q.last_write > judge.budget(rule, q).seconds}
-    return [ENDED.get(status, "stalled" if run in stalled else "live")
+    return [ENDED.get(status, "idle" if run in idle else "stalled" if run in stalled
+                      else "live")
             for run, status in zip(table["run"], table["status"], strict=True)]
 
 

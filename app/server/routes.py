@@ -88,7 +88,8 @@ async def runs(request: Request) -> Response:
     from ..read import runs as runs_mod
 
     ask = runs_mod.Ask.parse(request.query_params)
-    return _json(await _threaded(lambda: runs_mod.api_page(current().monitor.db.cursor(), ask)))
+    return _json(await _threaded(lambda: runs_mod.api_page(
+        current().monitor.db.cursor(), ask, idle_after=current().settings.idle_after)))
 
 
 @_guarded

@@ -11,8 +11,9 @@ WITH w AS (
     LEFT JOIN line_files AS l USING (file_id)
     GROUP BY f.run
 )
-SELECT r.run, coalesce(r.status, 'running') AS status, r.last_seen, w.last_write, w.last_step
+SELECT r.run, s.status, r.last_seen, w.last_write, w.last_step
 FROM runs AS r
+JOIN run_status AS s USING (run)
 JOIN w USING (run)
-WHERE coalesce(r.status, 'running') = 'running' OR list_contains($active, r.run)
+WHERE s.status = 'running' OR list_contains($active, r.run)
 ORDER BY r.run

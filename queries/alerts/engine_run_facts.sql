@@ -15,7 +15,8 @@ WITH named AS (
     WHERE f.run IN (SELECT run FROM named)
     GROUP BY f.run
 )
-SELECT r.run, coalesce(r.status, 'running') AS status, r.last_seen, w.last_write, w.last_step
+SELECT r.run, s.status, r.last_seen, w.last_write, w.last_step
 FROM runs AS r
+JOIN run_status AS s USING (run)
 JOIN w USING (run)
 ORDER BY r.run

@@ -17,17 +17,17 @@ WITH recent AS (
     WHERE kind <> 'run_meta' AND grew_at >= $now - greatest($grace_s, $silence_s)
     GROUP BY run
 ), exported AS (
-    SELECT r.run, coalesce(r.status, 'running') AS status, w.last_write
+    SELECT r.run, r.status, w.last_write
     FROM recent AS w
-    JOIN runs AS r USING (run)
-    WHERE w.last_write >= $now - CASE WHEN coalesce(r.status, 'running') = 'running'
+    JOIN run_status AS r USING (run)
+    WHERE w.last_write >= $now - CASE WHEN r.status = 'running'
                                       THEN $silence_s ELSE $grace_s END
     ORDER BY w.last_write DESC, r.run
     LIMIT greatest($max_runs, 0)
 ), newest AS (
     SELECT run, arg_max(file_id, grew_at) AS file_id
-    FROM files
-    WHERE kind NOT IN ('events', 'rank', 'run_meta') AND run IN (SELECT run FROM exported)
+    FROM line_files
+    WHERE run IN (SELECT run FROM exported)
     GROUP BY run
 )
 SELECT e.run, e.status, e.last_write, n.file_id, f.last_step,

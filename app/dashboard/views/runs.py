@@ -28,6 +28,10 @@ STATUS = {"all": "every run", "live": "live", "finished": "finished"}
 # present, on 2 busy cores, a 25-run page cost 270 ms of CPU read afresh and 74 ms refreshed
 # while its runs wrote nothing (source.runs_page keeps their rows)
 ROWS = 25
+STATE_HELP = ("live; stalled: no line for longer than the stall rule's budget; finished or "
+              "failed: run_end said so, or another trainer's log marks the end of training; "
+              "idle: another trainer's log (it writes no run_end) that has not grown for "
+              "--idle-after seconds without marking its end")
 
 
 def forward_old_link() -> None:
@@ -47,7 +51,9 @@ def waiting() -> None:
     st.info(f"Waiting for logs in {logdir} ... Each run is a folder there holding "
             "`metrics.jsonl` (one JSON object per line with an integer `step` and numbers, "
             'e.g. `{"step": 1, "loss": 0.79}`), and optionally `events.jsonl` and `run.json` '
-            f"(docs/log-format.md). `{COMMAND} replay samples/seed-cliff --to "
+            "(docs/log-format.md), or another trainer's log: any `*.jsonl`, "
+            "`trainer_state.json`, TensorBoard's `events.out.tfevents.*`, llm.c's `main.log` "
+            f"(docs/formats.md). `{COMMAND} replay samples/seed-cliff --to "
             f"{source.logdir()}/seed-cliff` writes an example run.")
 
 
@@ -106,8 +112,13 @@ def live() -> None:
         column_config={
             "open": st.column_config.LinkColumn("run", display_text=r"run=([^&]*)",
                                                 help="open the run's charts"),
-            "since_last_s": st.column_config.NumberColumn("since last line (s)", format="%.0f"),
-            "lines_per_min": st.column_config.NumberColumn("lines/min", format="%.1f"),
+            "state": st.column_config.TextColumn("state", help=STATE_HELP),
+            "since_last_s": st.column_config.NumberColumn(
+                "since last line (s)", format="%.0f",
+                help="seconds since the monitor last saw the run's logs grow"),
+            "lines_per_min": st.column_config.NumberColumn(
+                "lines/min", format="%.1f", help="lines a minute by the log's own clock "
+                "(elapsed_s or time); empty for a log with no time field"),
             "open_incidents": st.column_config.NumberColumn("open incidents"),
         })
     paging(found)
