@@ -22,7 +22,17 @@ incident. So a spike rises at least ``SPIKE_MARGIN`` times as far above its base
 run's second-largest sudden rise of the previous ``SPIKE_HISTORY`` lines (the second, so that
 one earlier spike does not hide the next). On light-tailed noise that bar sits near the 8 noise
 scales asked anyway (the second-largest of a few thousand Gaussian rises is about 3 of them),
-so it only bites where the run has shown large rises before.
+so it only bites where the run has shown large rises before. The lines of a spike already found
+are no texture: their rises leave the yardstick, so every checkpoint that blocks the loop and
+throws the loss up the same way is reported each time (issue 19: the seed's second spike, 0.7 ->
+7.24 at step 4021, hid behind a first one that rose over two lines).
+
+A divergence needs no history: a loss that climbs to ``DIVERGE_RATIO`` times its best value so far
+(and ``DIVERGE_ABOVE`` times its highest), then stays there for ``DIVERGE_STAYS`` lines, is one from
+the run's second line on, however far apart its lines are (a warm-up divergence logged every 200
+steps, 4.66 -> 67.2, lies inside the ``MIN_HISTORY`` lines spikes wait for). A gradient norm's
+spike is a warning, not a loss incident (``severity``), and a burst of them ``BURST`` lines apart
+is one incident.
 """
 
 from __future__ import annotations
@@ -56,7 +66,15 @@ SPIKE_HISTORY = 5000  # lines of the run's past whose sudden rises are a spike's
 # long enough to hold a heavy-tailed metric's rare large rises, bounded so live cost is flat
 SPIKE_RANK = 2  # the yardstick is the second-largest of those rises ...
 SPIKE_MARGIN = 3.0  # ... and a spike rises at least this many times as far
-LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0}
+DIVERGE_RATIO = 4.0  # a divergence: at least this many times the best value so far ...
+DIVERGE_ABOVE = 2.0  # ... and this many times the highest: above all the run has shown (pure
+# noise spans 0.0005-0.05 at a memorised run's tiny loss, 0-1 in uniform noise) ...
+DIVERGE_STAYS = 3  # ... and the next this many lines stay there
+BURST = BASELINE  # a gradient norm's spike this few lines after the last one's end joins it
+GRAD_NORM = ("*grad*norm*", "gnorm")  # their spikes are warnings (the loss tells the damage)
+SCHEDULE = ("lr", "*learning_rate*", "lr[-_/]*", "*[-_/]lr")  # set by the user: never diverge
+LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0,
+             "divergence": DIVERGE_STAYS}
 # The frame's own working columns start with a NUL: ingest/columns.py writes a control
 # character in a key as its escape text, so no metric column can be named like these.
 PRIVATE = "\x00"
@@ -74,7 +92,7 @@ SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
 @dataclass
 class Incident:
     run: str
-    kind: str  # stall | spike | cliff | nonfinite
+    kind: str  # stall | spike | cliff | nonfinite | divergence
     metric: str
     step: int  # first affected logged step
     end_step: int
@@ -98,6 +116,20 @@ class Incident:
     def key(self) -> tuple:
         return (self.run, self.kind, self.metric, self.step)
 
+    @property
+    def severity(self) -> str:
+        return severity_of(self.kind, self.metric)
+
+
+def is_grad_norm(metric: str) -> bool:
+    return any(fnmatch.fnmatchcase(metric.lower(), p) for p in GRAD_NORM)
+
+
+def severity_of(kind: str, metric: str) -> str:
+    """"warning" for a gradient norm's spike (the loss, judged on its own, says whether it did
+    harm), "critical" for every other incident."""
+    return "warning" if kind == "spike" and is_grad_norm(metric) else "critical"
+
 
 class Watch:
     """Which metrics are loss-like (spikes) and accuracy-like (cliffs)."""
@@ -113,6 +145,13 @@ class Watch:
         if any(fnmatch.fnmatchcase(name, p) for p in self.loss):
             return "spike"
         return None
+
+    def diverges(self, metric: str) -> bool:
+        """Whether a loss-like metric is judged for divergence too: not a gradient norm (its
+        spikes are warnings) nor a learning rate (its warm-up is a planned climb)."""
+        name = metric.lower()
+        return self.kind_of(metric) == "spike" and not is_grad_norm(metric) and not any(
+            fnmatch.fnmatchcase(name, p) for p in SCHEDULE)
 
 
 def trailing_median(values: np.ndarray, window: int = BASELINE,
@@ -179,27 +218,36 @@ def shift_mask(kind: str, values: np.ndarray, rules: dict | None = None, start: 
     Only lines from ``start`` on are judged (the others read as not beyond): the rule reads
     ``window`` lines back, and for a spike ``history`` lines of ``rise`` (rises(); computed
     here when not given), so a caller that judges a run's newest lines passes what it kept,
-    with the index in ``rise`` of ``values``' first line (``rise_at``)."""
+    with the index in ``rise`` of ``values``' first line (``rise_at``). This is the rule in
+    one pass, as the named queries apply it; the detector also takes a spike's own lines out
+    of the rises later lines are measured against (RunDetector._spikes)."""
     rules = rules or SQL_PARAMS["spikes" if kind == "spike" else "cliffs"]
-    values = np.where(np.isfinite(values), values, np.nan)
-    first = max(0, start - int(rules["window"]) - 1)  # the lines the rule reads back
-    median, threshold = np.full(len(values), np.nan), np.full(len(values), np.nan)
-    ok = np.zeros(len(values), dtype=bool)
-    median[first:], threshold[first:], ok[first:] = _local_rule(kind, values[first:], rules)
-    ok[:start] = False
+    values, median, threshold, ok = local_shift(kind, values, rules, start)
     sign = 1.0 if kind == "spike" else -1.0  # spikes go up, cliffs go down
     with np.errstate(invalid="ignore"):
         if kind == "spike":  # the bar the run's history sets, where the rest is met
             lines = np.flatnonzero(ok & (values - median > threshold))
             if len(lines):
                 if rise is None:
-                    whole = median if not first else trailing_median(
-                        values, rules["window"], rules["min_lines"])
-                    rise = rises(values, whole, rules["sudden"])
+                    rise = rises(values, trailing_median(values, rules["window"],
+                                                         rules["min_lines"]), rules["sudden"])
                 bar = rules["margin"] * usual_rise(rise, lines + rise_at, rules)
                 threshold[lines] = np.fmax(threshold[lines], bar)
         mask = ok & (sign * (values - median) > threshold)
     return values, mask, median, median + sign * 0.5 * threshold
+
+
+def local_shift(kind: str, values: np.ndarray, rules: dict, start: int = 0) -> tuple:
+    """The spike or cliff rule without the bar a run's history sets: (values with non-finite
+    as NaN, baseline, threshold, whether the line has the shape: sudden, or staying down), for
+    the lines from ``start`` on (earlier ones read as not judged)."""
+    values = np.where(np.isfinite(values), values, np.nan)
+    first = max(0, start - int(rules["window"]) - 1)  # the lines the rule reads back
+    median, threshold = np.full(len(values), np.nan), np.full(len(values), np.nan)
+    ok = np.zeros(len(values), dtype=bool)
+    median[first:], threshold[first:], ok[first:] = _local_rule(kind, values[first:], rules)
+    ok[:start] = False
+    return values, median, threshold, ok
 
 
 def _local_rule(kind: str, values: np.ndarray, rules: dict) -> tuple:
@@ -223,6 +271,29 @@ def _local_rule(kind: str, values: np.ndarray, rules: dict) -> tuple:
     return median, threshold, ok
 
 
+def _ahead(values: np.ndarray, k: int, fill) -> np.ndarray:
+    """``values`` k lines later (``fill`` past the end)."""
+    out = np.full(len(values), fill, dtype=values.dtype)
+    out[:max(len(values) - k, 0)] = values[k:]
+    return out
+
+
+def best_and_high(values: np.ndarray, carried: tuple | None) -> tuple:
+    """Per line, the best (lowest) value before it and the highest value before that best
+    (-inf while the best is the first value), NaN skipped; and a function giving what to carry
+    to the lines after the first k: (best, highest before it, highest), as ``carried`` was for
+    these lines."""
+    lo0, hb0, hi0 = carried or (np.inf, -np.inf, -np.inf)
+    low = np.fmin.accumulate(np.concatenate([[lo0], values]))  # low[j]: min before line j
+    top = np.fmax.accumulate(np.concatenate([[hi0], values]))  # top[j]: max before line j
+    at = np.arange(len(values) + 1)
+    with np.errstate(invalid="ignore"):
+        record = np.concatenate([[True], values < low[:-1]])  # a new best at line j - 1
+    before = np.concatenate([[hb0], top[:-1]])  # the highest before that new best
+    high = before[np.maximum.accumulate(np.where(record, at, 0))]
+    return low[:-1], high[:-1], lambda k: (float(low[k]), float(high[k]), float(top[k]))
+
+
 class RunDetector:
     """Keeps just enough of one run's recent lines to judge the next ones."""
 
@@ -237,6 +308,12 @@ class RunDetector:
         # yardstick reads SPIKE_HISTORY lines back, the frame only BASELINE
         self.rises: dict[str, np.ndarray] = {}
         self.rise_base = 0
+        # per spike metric, the [first, last] lines of its spikes' episodes: their rises are no
+        # texture (see _hush), and no divergence starts inside one (it is that spike)
+        self.quiet: dict[str, list[list[int]]] = {}
+        self.latest: dict[str, Incident] = {}  # per gradient norm, its last spike (BURST)
+        # per diverging metric, its best and worst finite value before the divergence frontier
+        self.extremes: dict[str, tuple[float, float]] = {}
 
     def feed(self, batch: pd.DataFrame) -> list[Incident]:
         """Judge the new lines; returns incidents found or grown by them."""
@@ -248,8 +325,12 @@ class RunDetector:
         changed += self._stalls(n)
         for metric in self._metrics():
             kind = self.watch.kind_of(metric)
-            if kind:
+            if kind == "spike":
+                changed += self._spikes(metric, n)
+            elif kind:
                 changed += self._level_shift(kind, metric, n)
+            if self.watch.diverges(metric):
+                changed += self._divergence(metric, n)
             if self._has_nonfinite(metric):
                 changed += self._nonfinite(metric, n)
         for kind, ahead in LOOKAHEAD.items():
@@ -292,6 +373,8 @@ class RunDetector:
         if drop > 0:
             self.rises = {m: rise[drop:] for m, rise in self.rises.items()}
             self.rise_base += drop
+            self.quiet = {m: [r for r in ranges if r[1] >= self.rise_base]
+                          for m, ranges in self.quiet.items()}
 
     def _candidates(self, kind: str, mask: np.ndarray, n: int, ahead: int) -> np.ndarray:
         start = self.frontier[kind] - self.base
@@ -340,7 +423,56 @@ class RunDetector:
                          rules["sudden"])
             known = np.concatenate([known, rise[new - first:]])
         self.rises[metric] = known
+        self._hush(metric)
         return known
+
+    def _hush(self, metric: str) -> None:
+        """No rise of a line inside a spike's episode is texture: it leaves the yardstick."""
+        known = self.rises.get(metric)
+        for lo, hi in self.quiet.get(metric, ()):
+            if known is not None:
+                known[max(lo - self.rise_base, 0):max(hi + 1 - self.rise_base, 0)] = np.nan
+
+    def _spikes(self, metric: str, n: int) -> list[Incident]:
+        """The spike rule line by line in the order logged: a spike found takes its lines out
+        of the yardstick of the lines after it, in this batch as in later ones."""
+        rules = SQL_PARAMS["spikes"]
+        values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
+        start = max(0, self.frontier["spike"] - self.base)  # the lines not judged yet
+        self._rise(metric, values)  # kept, with the lines of spikes found left out
+        values, median, threshold, ok = local_shift("spike", values, rules, start)
+        with np.errstate(invalid="ignore"):
+            ok &= values - median > threshold
+        found: list[Incident] = []
+        for line in self._candidates("spike", ok, n, 0):
+            if line <= self.last_end.get(("spike", metric), -1):
+                continue
+            p = self._pos(line)
+            bar = rules["margin"] * usual_rise(self.rises[metric], np.array(
+                [line - self.rise_base]), rules)[0]
+            height = max(threshold[p], bar) if np.isfinite(bar) else threshold[p]
+            if not values[p] - median[p] > height:
+                continue
+            incident = self._burst(metric, line, n)
+            if incident is None:
+                incident = Incident(self.run, "spike", metric, self._step(line),
+                                    self._step(line), float(values[p]), float(median[p]),
+                                    **self._context(line))
+            incident.level = float(median[p] + 0.5 * height)
+            self._extend(incident, n)
+            if incident not in found:
+                found.append(incident)
+        return found
+
+    def _burst(self, metric: str, line: int, n: int) -> Incident | None:
+        """A gradient norm's last spike, when this one (at ``line``) follows it closely: the
+        burst is one incident, grown over this spike's lines."""
+        last = self.latest.get(metric)
+        if last is None or line - last.end_line > BURST:
+            return None
+        self._note_worst(last, line)
+        last.end_line = line
+        return last
 
     def _level_shift(self, kind: str, metric: str, n: int) -> list[Incident]:
         values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)
@@ -360,6 +492,44 @@ class RunDetector:
             found.append(incident)
         return found
 
+    def _divergence(self, metric: str, n: int) -> list[Incident]:
+        """Lines from the divergence frontier on at DIVERGE_RATIO times the best finite value
+        before them (a positive one) and DIVERGE_ABOVE times the highest before that best,
+        where each of the next DIVERGE_STAYS lines that logs the metric stays there (a
+        non-finite value counts: a diverged loss ends in NaN) and one at least does."""
+        start = self.frontier["divergence"] - self.base
+        values = self.frame[metric].to_numpy(dtype=float, na_value=np.nan)[start:]
+        bad = (self.frame[NONFINITE + metric].eq(True).to_numpy()[start:]
+               if self._has_nonfinite(metric) else np.zeros(len(values), dtype=bool))
+        values = np.where(bad, np.nan, values)  # NaN: not finite or not logged
+        best, high, state = best_and_high(values, self.extremes.get(metric))
+        level = np.fmax(DIVERGE_RATIO * best, DIVERGE_ABOVE * high)
+        with np.errstate(invalid="ignore"):
+            hit = (best > 0) & (values >= level)
+            logged = np.zeros(len(values), dtype=bool)
+            for k in range(1, DIVERGE_STAYS + 1):
+                later = _ahead(values, k, np.nan)
+                hit &= ~np.isfinite(later) | (later >= level)
+                logged |= np.isfinite(later) | _ahead(bad, k, False)
+        hit &= logged
+        done = max(0, len(values) - DIVERGE_STAYS)  # the lines decided now
+        self.extremes[metric] = state(done)  # ... whose values the next lines' bars include
+        found = []
+        for i in np.flatnonzero(hit[:done]):
+            line = self.base + start + int(i)
+            if line <= self.last_end.get(("divergence", metric), -1) or self._in_spike(
+                    metric, line):
+                continue
+            incident = Incident(self.run, "divergence", metric, self._step(line),
+                                self._step(line), float(values[i]), float(best[i]),
+                                **self._context(line), level=float(level[i]))
+            self._extend(incident, n)
+            found.append(incident)
+        return found
+
+    def _in_spike(self, metric: str, line: int) -> bool:
+        return any(lo <= line <= hi for lo, hi in self.quiet.get(metric, ()))
+
     def _beyond(self, incident: Incident, p: int) -> bool:
         if incident.kind == "nonfinite":
             if not self._has_nonfinite(incident.metric):
@@ -369,12 +539,12 @@ class RunDetector:
         value = self.frame[incident.metric].iat[p]
         if not np.isfinite(value):
             return True
-        return value > incident.level if incident.kind == "spike" else value < incident.level
+        return value < incident.level if incident.kind == "cliff" else value > incident.level
 
     def _extend(self, incident: Incident, n: int) -> None:
         """Grow the episode over the lines known so far; it stays open if it reaches the
         newest line."""
-        line = incident.end_line + 1
+        first = line = incident.end_line + 1
         while line < n and self._beyond(incident, self._pos(line)):
             self._note_worst(incident, line)
             line += 1
@@ -382,19 +552,32 @@ class RunDetector:
         incident.end_step = self._step(incident.end_line)
         incident.open = line == n
         key = (incident.kind, incident.metric)
+        if incident.kind == "spike":
+            self._quiet(incident.metric, first - 1, incident.end_line)
+            if is_grad_norm(incident.metric):
+                self.latest[incident.metric] = incident
         self.last_end[key] = incident.end_line
         if incident.open:
             self.open[key] = incident
         else:
             self.open.pop(key, None)
 
+    def _quiet(self, metric: str, lo: int, hi: int) -> None:
+        """Lines ``lo`` to ``hi`` belong to a spike: their rises leave the yardstick."""
+        ranges = self.quiet.setdefault(metric, [])
+        if ranges and ranges[-1][1] >= lo - 1:
+            ranges[-1][1] = max(ranges[-1][1], hi)
+        else:
+            ranges.append([lo, hi])
+        self._hush(metric)
+
     def _note_worst(self, incident: Incident, line: int) -> None:
         """Keep the episode's worst finite value and its step (a non-finite line is the
         nonfinite kind's incident, not a size)."""
-        if incident.kind not in ("spike", "cliff"):
+        if incident.kind not in ("spike", "cliff", "divergence"):
             return
         value = float(self.frame[incident.metric].iat[self._pos(line)])
-        worse = value > incident.value if incident.kind == "spike" else value < incident.value
+        worse = value < incident.value if incident.kind == "cliff" else value > incident.value
         if np.isfinite(value) and worse:
             incident.value, incident.worst_step = value, self._step(line)
 

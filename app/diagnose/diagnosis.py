@@ -29,11 +29,12 @@ from .causes import (
     steps_per_epoch,
     window_context,
 )
-from .detect import BASELINE, Incident, RunDetector, Watch
+from .detect import BASELINE, Incident, RunDetector, Watch, severity_of
 from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
-KIND_RANK = {"nonfinite": 0, "cliff": 1, "spike": 2, "stall": 3, straggler.KIND: 4}
+KIND_RANK = {"nonfinite": 0, "divergence": 1, "cliff": 2, "spike": 3, "stall": 4,
+             straggler.KIND: 5}
 INCIDENT_SCHEMA = pa.schema([
     ("run", pa.string()), ("kind", pa.string()), ("metric", pa.string()),
     ("step", pa.int64()), ("end_step", pa.int64()), ("worst_step", pa.int64()),
@@ -83,18 +84,19 @@ def diagnose(cursor, watch: Watch, runs: list[str] | None = None) -> list[Incide
 
 
 def severity(incident: Incident | dict) -> tuple:
-    """Sort key, most severe first: non-finite values, then cliffs, spikes, stalls,
-    stragglers (a kind of a later version last); within a kind, the biggest departure from the
-    baseline."""
+    """Sort key, most severe first: non-finite values, then divergences, cliffs, spikes,
+    stalls, stragglers (a kind of a later version last), warnings (a gradient norm's spike)
+    after them all; within a kind, the biggest departure from the baseline."""
     get = incident.get if isinstance(incident, dict) else incident.__getattribute__
     kind, value, baseline = get("kind"), _number(get("value")), _number(get("baseline"))
-    if kind in ("stall", "spike", straggler.KIND):
+    warning = severity_of(kind, get("metric")) == "warning"
+    if kind in ("stall", "spike", "divergence", straggler.KIND):
         size = value / baseline if baseline else math.inf
     elif kind == "cliff":
         size = baseline / max(value, 1e-12) if baseline else 0.0
     else:
         size = math.inf
-    return (KIND_RANK.get(kind, len(KIND_RANK)), -size, get("run"), get("step"))
+    return (warning, KIND_RANK.get(kind, len(KIND_RANK)), -size, get("run"), get("step"))
 
 
 def _number(value) -> float:

@@ -4,6 +4,9 @@
       from 0.1608 (-100%).
       Likely causes: bucket_homogeneity, epoch_boundary.
       - bucket_homogeneity: 17 consecutive micro-batches came from length bucket 5 ...
+
+Each incident has a severity (detect.severity_of): a gradient norm's spike is a "warning", said
+so in its headline; the JSON gives it as ``severity``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import math
 
 from ..db.readonly import jsonable
 from .causes import seconds
-from .detect import Incident
+from .detect import Incident, severity_of
 from .diagnosis import severity
 
 KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
@@ -20,7 +23,7 @@ KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "bas
 
 
 def as_dict(incident: Incident) -> dict:
-    return {k: jsonable(getattr(incident, k)) for k in KEYS}
+    return {**{k: jsonable(getattr(incident, k)) for k in KEYS}, "severity": incident.severity}
 
 
 def text(incidents: list[dict], scope: str) -> str:
@@ -53,11 +56,17 @@ def _headline(i: dict) -> str:
     if i["kind"] == "nonfinite":
         last = "none" if i["baseline"] is None else f"{_num(i['baseline']):.4g}"
         return f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value {last})."
+    if i["kind"] == "divergence":
+        at = "" if i.get("worst_step") in (None, i["step"]) else f" at step {i['worst_step']}"
+        return (f"DIVERGENCE in {i['metric']} {where}: peak {value:.4g}{at}, {value / base:.1f}x "
+                f"its best value before ({base:.4g}), and it stayed up.")
     change = (value - base) / abs(base) * 100 if base else math.inf
     verb, worst = ("up", "peak") if i["kind"] == "spike" else ("down", "bottom")
     at = "" if i.get("worst_step") in (None, i["step"]) else f" at step {i['worst_step']}"
+    warning = (" Warning: a gradient norm's spike, the loss is judged on its own."
+               if severity_of(i["kind"], i["metric"]) == "warning" else "")
     return (f"{i['kind'].upper()} in {i['metric']} {where}: {worst} {value:.4g}{at}, {verb} "
-            f"from {base:.4g} ({change:+.0f}%).")
+            f"from {base:.4g} ({change:+.0f}%).{warning}")
 
 
 def _num(value) -> float:

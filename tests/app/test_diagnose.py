@@ -32,7 +32,8 @@ def test_plain_seed_log_stalls_spikes_and_cliff(tmp_path):
     shutil.copytree(SAMPLES / "seed-cliff-plain", tmp_path / "seed")
     found = diagnose_json(tmp_path / "seed")
     assert all(set(i) == {"run", "kind", "metric", "step", "end_step", "worst_step", "value",
-                          "baseline", "causes", "evidence"} for i in found)
+                          "baseline", "causes", "evidence", "severity"} for i in found)
+    assert {i["severity"] for i in found} == {"critical"}  # no gradient norm's spike here
     summary = sorted((i["kind"], i["metric"], i["step"]) for i in found)
     assert summary == [("cliff", "accuracy", 4231), ("spike", "loss", 2029),
                        ("spike", "loss", 4021), ("stall", "interval_s", 2027),
