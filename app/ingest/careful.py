@@ -25,7 +25,18 @@ from ..lazy import LazyModule
 from .filestate import FileState
 from .formats import EVENT, TRAIN, Record, jsonl, llmc
 from .formats.keymap import KeyMap
-from .parse import EXCERPT, Parsed, Problem, excerpt, metric_row, parse_lines, rows_table
+from .parse import (
+    EXCERPT,
+    MAX_EVENT_DEPTH,
+    Parsed,
+    Problem,
+    depth,
+    excerpt,
+    first_line,
+    metric_row,
+    parse_lines,
+    rows_table,
+)
 from .segment import Segment
 from .store import Batch, Store, content_error
 
@@ -80,7 +91,7 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
     reported once per file (``new`` remembers it). ``keymap``: the run's extra key mappings
     for JSONL of other trainers (formats/keymap.py)."""
     if kind in READERS:
-        parsed = from_records(*READERS[kind](data, base, keymap), first=base == 0)
+        parsed = from_records(*_read(kind, data, base, keymap), first=base == 0)
     else:
         parsed = parse_lines(data, base, events_only=kind == "events")
     if kind == "rank" and parsed.events:
@@ -111,6 +122,34 @@ def _llmc(data: bytes, base: int, keymap: KeyMap | None):
 # Readers of other trainers' logs: (data, base, keymap) -> (records, problems). Their records
 # are v1 dicts, stored by the same rules as our own lines (parse.metric_row).
 READERS = {"jsonl": jsonl.parse, "llmc": _llmc, "tfevents": _tfevents}
+LINE_READERS = frozenset({"jsonl", "llmc"})  # a line of theirs can be read alone
+
+
+def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None):
+    """A reader's records, and if it raises (a line its rules did not foresee), each line
+    read alone: the one that raises is an error at its offset, the others are stored (the
+    promise: no record's content stops a file). A TensorBoard reader guards each record."""
+    try:
+        return READERS[kind](data, base, keymap)
+    except MemoryError:
+        raise  # a resource error says nothing about the lines: retry it later
+    except Exception:
+        if kind not in LINE_READERS:
+            raise
+    records, problems, offset = [], [], base
+    for raw in data.split(b"\n")[:-1]:
+        try:
+            more, notes = READERS[kind](raw + b"\n", offset, keymap)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            more, notes = [], [Problem(offset, "error", f"could not read this line "
+                                       f"({type(exc).__name__}: {first_line(exc)}); skipped",
+                                       excerpt(raw))]
+        records += more
+        problems += notes
+        offset += len(raw) + 1
+    return records, problems
 
 
 def from_records(records: list[Record], problems: list[Problem], first: bool = True) -> Parsed:
@@ -120,10 +159,15 @@ def from_records(records: list[Record], problems: list[Problem], first: bool = T
     out = Parsed(problems=[p for p in problems if first or p.severity != "info"])
     rows, evals, kinds = [], [], []
     for record in records:
-        if record.kind == EVENT:
-            out.events.append((record.offset, record.data))
+        try:
+            row = _record(record, out)
+        except MemoryError:
+            raise
+        except Exception as exc:  # the promise: no record's content stops a file
+            out.problems.append(Problem(record.offset, "error", f"could not read this record "
+                                        f"({type(exc).__name__}: {first_line(exc)}); skipped",
+                                        excerpt(_raw(record))))
             continue
-        row = metric_row(record.data, record.offset, _raw(record), out.problems, [])
         if row is None:
             continue
         if record.kind == TRAIN:
@@ -139,6 +183,30 @@ def from_records(records: list[Record], problems: list[Problem], first: bool = T
     return out
 
 
+def _record(record: Record, out: Parsed) -> dict | None:
+    """A metric row of the record, or None (an event, or a problem noted in ``out``)."""
+    if record.kind != EVENT:
+        return metric_row(record.data, record.offset, _raw(record), out.problems, [])
+    if depth(record.data) > MAX_EVENT_DEPTH:  # stored as JSON text, written recursively
+        out.problems.append(Problem(record.offset, "error", f"event nests more than "
+                                    f"{MAX_EVENT_DEPTH} levels deep; not stored",
+                                    excerpt(_raw(record))))
+    else:
+        out.events.append((record.offset, record.data))
+    return None
+
+
 def _raw(record: Record) -> bytes:
-    """A record as text for a problem's excerpt."""
-    return orjson.dumps(record.data, option=orjson.OPT_SERIALIZE_NUMPY)[:EXCERPT]
+    """A record as text for a problem's excerpt, whatever it holds: orjson refuses integers
+    past 64 bits and deep nesting (issue 18), the stdlib writes any integer, and a record
+    too deep for either is named by its keys."""
+    try:
+        return orjson.dumps(record.data, option=orjson.OPT_SERIALIZE_NUMPY)[:EXCERPT]
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        pass
+    try:
+        return json.dumps(record.data, default=repr)[:EXCERPT].encode()
+    except (ValueError, TypeError, RecursionError):
+        keys = ", ".join(map(repr, list(record.data)[:10])) if isinstance(record.data, dict) \
+            else type(record.data).__name__
+        return f"{{{keys}: ...}}"[:EXCERPT].encode("utf-8", "backslashreplace")

@@ -26,7 +26,7 @@ MAX_EVENT_DEPTH = 64  # an event is stored as JSON text; json.dumps recurses onc
 BOM = b"\xef\xbb\xbf"
 EXCERPT = 200
 INT32 = (-(2**31), 2**31 - 1)
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -75,7 +75,7 @@ def decode(raw: bytes) -> tuple[object, list[str]]:
     except RecursionError:
         raise ValueError(f"nested too deeply ({first})") from None
     if b"\\u" in raw:  # a \uD800-style escape can name a lone surrogate
-        obj = _without_surrogates(obj, notes)
+        obj = without_surrogates(obj, notes)
     return obj, notes
 
 
@@ -87,12 +87,12 @@ def _big(text: str, notes: list[str]) -> float:
     return value
 
 
-def _without_surrogates(obj: object, notes: list[str]) -> object:
+def without_surrogates(obj: object, notes: list[str]) -> object:
     """Lone surrogates (no character, and not encodable as UTF-8) as their escape text."""
     def fix(text: str) -> str:
-        if not _LONE_SURROGATE.search(text):
+        if not LONE_SURROGATE.search(text):
             return text
-        fixed = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        fixed = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
         notes.append(f"'{fixed[:40]}' holds a lone surrogate escape, which is no character; "
                      "kept as the escape text")
         return fixed
@@ -100,9 +100,9 @@ def _without_surrogates(obj: object, notes: list[str]) -> object:
     if isinstance(obj, str):
         return fix(obj)
     if isinstance(obj, list):
-        return [_without_surrogates(v, notes) for v in obj]
+        return [without_surrogates(v, notes) for v in obj]
     if isinstance(obj, dict):
-        return {fix(k): _without_surrogates(v, notes) for k, v in obj.items()}
+        return {fix(k): without_surrogates(v, notes) for k, v in obj.items()}
     return obj
 
 
@@ -146,7 +146,7 @@ def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
             raise  # a resource error says nothing about the line: retry it later
         except Exception as exc:  # the promise: no line's content stops a file
             out.problems.append(Problem(offset, "error", f"could not read this line "
-                                        f"({type(exc).__name__}: {_first_line(exc)}); skipped",
+                                        f"({type(exc).__name__}: {first_line(exc)}); skipped",
                                         excerpt(raw)))
             continue
         if row is not None:
@@ -175,7 +175,7 @@ def _line(raw: bytes, offset: int, out: Parsed, events_only: bool) -> dict | Non
     return metric_row(obj, offset, raw, out.problems, notes)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).splitlines()
     return text[0][:200] if text else ""
 
@@ -194,7 +194,7 @@ def _decode_line(raw: bytes, offset: int, problems: list[Problem]):
     except UnicodeDecodeError:
         return bad("not UTF-8 text (binary data?)")
     except ValueError as exc:
-        return bad(f"invalid JSON: {_first_line(exc)}")
+        return bad(f"invalid JSON: {first_line(exc)}")
     if not isinstance(obj, dict):
         return bad(f"not a JSON object (got {type(obj).__name__})")
     return obj, notes
@@ -292,5 +292,8 @@ def _arrow_type(name: str):
 def number(value: object) -> float | None:
     """A JSON number as float (NaN and inf included), anything else as None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past a double (Python's json reads any)
+            return math.copysign(math.inf, value)
     return None

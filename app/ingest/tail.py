@@ -445,7 +445,9 @@ class Tailer:
                 and not self._is_log(state, new, handle):
             return True, rows
         if state.kind in wholefile.KINDS:
-            return wholefile.read(self.store, state, new, handle, self.settings), rows
+            done, stored = wholefile.read(self.store, state, new, handle, self.settings)
+            self.rows_by_path["careful"] += stored
+            return done, rows + stored
         if new.offset == 0 and state.path not in self.shrunk and self.fast_path:
             whole = Segment(state, new, handle, None, reason)  # left on disk for DuckDB
             outcome = fast.store(self.store, whole, self.scratch, self.links)

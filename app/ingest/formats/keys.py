@@ -45,6 +45,9 @@ MAX_DEPTH = 64  # deeper objects are dropped, not flattened (parse.MAX_EVENT_DEP
 _SCALES = ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3))
 
 
+_NO_MAP = KeyMap()
+
+
 @dataclass
 class Normalised:
     kind: str  # TRAIN, EVAL, SUMMARY or EVENT
@@ -58,7 +61,7 @@ def normalise(obj: dict, keymap: KeyMap | None = None) -> tuple[Normalised | Non
     ``keymap``: a run's extra mappings (keymap.py), tried before the default aliases."""
     if EVENT_KEY in obj:  # a v1 event, whoever wrote it
         return Normalised(EVENT, obj), ""
-    extra = keymap or KeyMap()
+    extra = keymap or _NO_MAP
     obj = extra.lifted(obj)
     step_aliases = _first(extra.step, STEP_ALIASES)
     step_key = next((k for k in step_aliases if k in obj), None)
@@ -84,6 +87,11 @@ def normalise(obj: dict, keymap: KeyMap | None = None) -> tuple[Normalised | Non
             data[name] = read_value
         elif key in (ELAPSED_S, TIME):  # v1's clock keys holding text that is no time
             dropped.append(key)
+        elif not isinstance(value, dict):  # _flat's rule for one key, without its walk
+            if _kept(key, value) and key not in data:
+                data[key] = value
+            else:
+                dropped.append(key)
         else:
             for name, number in _flat({key: value}, dropped):
                 if name in data:  # {"a/b": 1, "a": {"b": 2}}: the first is kept
@@ -128,11 +136,17 @@ def _flat(obj: dict, dropped: list[str]):
         key, value = prefix + entry[0], entry[1]
         if isinstance(value, dict) and depth < MAX_DEPTH:
             stack.append((iter(value.items()), key + "/", depth + 1))
-        elif (key == BUCKETS and isinstance(value, list)) or (
-                _is_value(value) and key not in METADATA):
+        elif _kept(key, value):
             yield key, value
         else:
             dropped.append(key)
+
+
+def _kept(key: str, value: object) -> bool:
+    """Whether a key that is no object is read: a number, boolean or null (not a progress
+    field), or v1's ``buckets`` list."""
+    return (key == BUCKETS and isinstance(value, list)) or (_is_value(value)
+                                                            and key not in METADATA)
 
 
 def _is_value(value: object) -> bool:
@@ -176,12 +190,16 @@ def _boundary(data: dict) -> dict | None:
     """A per-epoch summary for epoch E at step S: epoch E + 1 starts after S (v1's
     ``epoch_start``). None for the end of training or a fractional epoch."""
     epoch = data.get(EPOCH)
-    if not _is_number(epoch) or not float(epoch).is_integer() or any(
+    if not _is_number(epoch) or not _integral(epoch) or any(
             k in SUMMARY_KEYS for k in data):
         return None
     event = {EVENT_KEY: "epoch_start", STEP: data[STEP], EPOCH: int(epoch) + 1}
     event.update((k, data[k]) for k in (ELAPSED_S, TIME) if k in data)
     return event
+
+
+def _integral(value: int | float) -> bool:
+    return isinstance(value, int) or value.is_integer()  # float() of a huge int overflows
 
 
 def _is_number(value: object) -> bool:
@@ -218,7 +236,10 @@ def unix_time(value: object) -> float | int | None:
         return None
     for limit, per_second in _SCALES:
         if abs(value) > limit:
-            return value / per_second
+            try:
+                return value / per_second
+            except OverflowError:  # an integer of hundreds of digits is no time
+                return None
     return value
 
 

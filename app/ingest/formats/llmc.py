@@ -26,6 +26,7 @@ EVAL_FIELDS = frozenset({"tel", "eval"})
 _LINE = re.compile(rb"s:(\d+)((?:[ \t]+[^\s:]+:\S+)+)[ \t]*")
 _SNIFF = re.compile(rb"s:\d+ (?:trl|tel|eval):")
 SNIFF_LINES = 20
+STEP_DIGITS = 20  # more digits than any 64-bit step has (ingest refuses those past it)
 
 
 def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:
@@ -39,7 +40,12 @@ def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:
         match = _LINE.fullmatch(raw.removesuffix(b"\r"))
         if match is None:
             continue  # not a log line
-        row, kind, odd = _row(int(match.group(1)), match.group(2).split())
+        digits = match.group(1)
+        if len(digits) > STEP_DIGITS:  # int() refuses past 4,300 digits; none fits anyway
+            problems.append(Problem(offset, "error", f"'s:' is not a step within 64 bits "
+                                    f"({len(digits)} digits); line skipped", excerpt(raw)))
+            continue
+        row, kind, odd = _row(int(digits), match.group(2).split())
         if odd:
             problems.append(Problem(offset, "warning", f"not a number: {', '.join(odd)}; "
                                     "stored as NULL", excerpt(raw)))

@@ -108,13 +108,17 @@ def parse(data: bytes, base: int, *, final: bool = False
     for offset, body in frames:
         try:
             event = Event.FromString(body)
+            found = [_Scalar(offset, event.step, event.wall_time, value.tag, number)
+                     for value in event.summary.value if (number := scalar(value)) is not None]
         except DecodeError as exc:
             problems.append(Problem(offset, "error", f"not a TensorBoard Event ({exc}); "
                                     "record skipped"))
             continue
-        scalars.extend(_Scalar(offset, event.step, event.wall_time, value.tag, number)
-                       for value in event.summary.value
-                       if (number := scalar(value)) is not None)
+        except (ArithmeticError, ValueError, TypeError, struct.error) as exc:  # its content
+            problems.append(Problem(offset, "error", f"a TensorBoard Event that cannot be read "
+                                    f"({type(exc).__name__}: {exc}); record skipped"))
+            continue
+        scalars.extend(found)
     groups = _groups(scalars)
     if groups and not final:  # the last step may not be whole yet: read it again next time
         held = groups.pop()[0].offset
