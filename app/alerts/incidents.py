@@ -96,7 +96,7 @@ def facts(found: Found) -> dict:
 def worst(kind: str, value: float, worst_step: int | None, step: int) -> str:
     """The episode's worst value, named and placed: ``peak 13 at step 2029`` (the step left
     out where it is the first line's, which the sentence already names)."""
-    name = {"spike": "peak ", "cliff": "bottom "}.get(kind, "")
+    name = {"spike": "peak ", "divergence": "peak ", "cliff": "bottom "}.get(kind, "")
     at = "" if worst_step in (None, step) else f" at step {worst_step}"
     return f"{name}{value:.4g}{at}"
 

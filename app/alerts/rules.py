@@ -72,7 +72,7 @@ class Rule:
     min_s: float = 60.0  # TOML key `min`
     checkpoint_budget_s: float = 600.0  # TOML key `checkpoint_budget`
     # incident
-    kinds: tuple[str, ...] = ("spike", "cliff", "stall")  # also nonfinite allowed
+    kinds: tuple[str, ...] = ("spike", "cliff", "stall", "divergence")  # also nonfinite allowed
     line: int = 0  # line of its [[rule]] table in the file (0 for built-ins)
 
 
@@ -96,7 +96,7 @@ def default_rules() -> list[Rule]:
     return [
         Rule(name="stall", type="stall", severity="critical", stall_factor=10.0, min_s=60.0),
         Rule(name="nonfinite", type="nonfinite", severity="critical"),
-        Rule(name="incident", type="incident", kinds=("spike", "cliff", "stall")),
+        Rule(name="incident", type="incident", kinds=("spike", "cliff", "stall", "divergence")),
     ]
 
 
