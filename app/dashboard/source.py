@@ -33,8 +33,9 @@ MAX_STEP = 2**63 - 1  # a step is a BIGINT: a larger from/to is no step at all
 DEFAULT_SMOOTH = 0.6
 MAX_SMOOTH = 0.99
 # the panels of the Run page, top to bottom, when the run has them
-DEFAULT_METRICS = ("loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "gap_s",
-                   "gap_steps")
+# grad_norm and learning_rate: what other trainers' logs hold (HF, llm.c) besides the loss
+DEFAULT_METRICS = ("loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "grad_norm",
+                   "learning_rate", "gap_s", "gap_steps")
 GAP_METRICS = ("gap_s", "gap_steps")
 # ingest this far behind the files on disk is worth telling the reader: the charts lag too
 LAG_WARN_S = 30.0

@@ -42,7 +42,8 @@ def choose_run(view: source.RunView) -> str | None:
         names, total = source.find_runs(None, 10)
         shown = source.md(", ".join(names)) + (" ..." if total > len(names) else "")
         st.error(f"No run named {source.md(repr(view.run))} in {source.md(source.logdir())}. "
-                 "A run is a folder there holding metrics.jsonl; the Runs page (/) lists every run"
+                 "A run is a folder there holding metrics.jsonl or another trainer's log; the "
+                 "Runs page (/) lists every run"
                  + (f" (e.g. {shown})" if names else "")
                  + f", as does `{COMMAND} sql --query runs`.")
         return None
@@ -141,6 +142,19 @@ def draw(run: str, item: panels.Panel, view: source.RunView) -> None:
                        help=f"download the {source.md(item.metric)} chart as an image")
 
 
+def untimed(run: str, ver: tuple, metrics: tuple, drawn: panels.Panels) -> bool:
+    """Whether the gap_s panel was asked for but cannot be drawn: the run's log has no time
+    field at all (HF's trainer_state.json, llm.c's main.log), so no gap has seconds."""
+    return ("gap_s" in metrics and all(item.metric != "gap_s" for item in drawn.charts)
+            and not {"elapsed", "time"} & set(source.axes(run, ver)))
+
+
+def untimed_note(run: str) -> None:
+    st.info(f"Run {source.md(run)}'s log has no time field (`elapsed_s` or `time`, or an "
+            "alias such as `elapsed_time` or `timestamp`; docs/formats.md), so time gaps "
+            "(gap_s) cannot be shown; gap_steps shows the steps between lines.")
+
+
 @st.fragment(run_every=source.REFRESH_S)
 def live(run: str) -> None:
     view = source.parse_run_view(st.query_params)  # the URL as of now (a zoom changes it)
@@ -151,8 +165,14 @@ def live(run: str) -> None:
     if not drawn.charts:
         st.info(f"Run {source.md(run)} has no lines to chart in this range yet; Reset zoom "
                 "shows the whole run.")
+    note = untimed(run, ver, metrics, drawn)
     for item in drawn.charts:
+        if note and item.metric == "gap_steps":  # where the gap_s panel would have been
+            untimed_note(run)
+            note = False
         draw(run, item, view)
+    if note:
+        untimed_note(run)
 
 
 def page() -> None:
@@ -172,7 +192,7 @@ def page() -> None:
     ver = source.version(run)
     if source.step_span(run, ver) is None:
         st.info(f"Run {source.md(run)} has no metric lines yet; its charts appear with the "
-                "first line of metrics.jsonl.")
+                "first training line of its log (metrics.jsonl, or another trainer's log).")
         return
     warn_missing(view, available(run, ver))
     controls(run, view, ver)

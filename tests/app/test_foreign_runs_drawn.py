@@ -1,0 +1,213 @@
+"""Runs of other trainers on the dashboard, the API and the alert rules (issue 19, part 0):
+a Hugging Face ``trainer_state.json``, a LLaMA-Factory ``trainer_log.jsonl``, an llm.c
+``main.log`` and a TensorBoard event file (written by tensorboardX's real SummaryWriter),
+each a small synthetic log this test writes, in its own run folder.
+
+Through the real server and headless Chromium: /api/runs gives each run's lines and last
+step, and its Run page draws its charts (with the epoch marker the Trainer's state implies,
+and, for a log with no time field, a note that time gaps cannot be shown). In process: such
+runs end (finished when the log marks the end of training, else idle once it stops growing),
+and a copied old log pages nobody.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from tensorboardX import SummaryWriter
+
+from app.alerts.rules import Rule
+from app.read import runs
+from tests.app.test_alert_engine import Bench
+from tests.app.test_ingest_bad_input import ingest
+from tests.conftest import Server
+
+STEPS = 40
+CHART = "[data-testid=stVegaLiteChart]"
+UNTIMED = "has no time field"
+
+
+def loss(step: int) -> float:
+    return 3.0 - step / STEPS
+
+
+def hf_state(folder: Path, steps: int = STEPS, *, ended: bool = True, nan_at: int = 0) -> None:
+    """The Trainer's state: an entry every step over 2 epochs (an epoch starts at step 21),
+    and at the end, if ``ended``, its end-of-training entry (train_runtime)."""
+    history = [{"epoch": s / 20, "grad_norm": 1.0, "learning_rate": 1e-4,
+                "loss": math.nan if s == nan_at else loss(s), "step": s}
+               for s in range(1, steps + 1)]
+    if ended:
+        history.append({"epoch": 2.0, "step": steps, "total_flos": 1e12, "train_loss": 2.5,
+                        "train_runtime": 120.0, "train_samples_per_second": 3.3})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(json.dumps(
+        {"global_step": steps, "max_steps": STEPS, "num_train_epochs": 2,
+         "log_history": history}, indent=2))
+
+
+def llama_factory(folder: Path, steps: int = STEPS, *, ended: bool = True) -> None:
+    """LLaMA-Factory's trainer_log.jsonl, with its closing line at total_steps if ``ended``."""
+    rows = [{"current_steps": s, "total_steps": STEPS, "loss": loss(s), "accuracy": s / STEPS,
+             "epoch": s / STEPS, "percentage": 100 * s / STEPS,
+             "elapsed_time": f"0:00:{s:02d}", "remaining_time": "0:00:10"}
+            for s in range(1, steps + 1)]
+    if ended:
+        rows.append({"current_steps": STEPS, "total_steps": STEPS, "epoch": 1.0,
+                     "percentage": 100.0, "elapsed_time": "0:00:41", "remaining_time": "0:00:00"})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def llmc(folder: Path) -> None:
+    """llm.c's main.log: training lines, a validation line; no time field at all."""
+    lines = [f"s:{s} trl:{loss(s):.4f} lr:0.000100 norm:1.0000" for s in range(STEPS)]
+    lines.insert(20, "s:20 tel:2.6000")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.log").write_text("\n".join(lines) + "\n")
+
+
+def tensorboard(folder: Path, *, start: float | None = None, nan_at: int = 0) -> None:
+    """A SummaryWriter's scalars, one step a second from ``start`` (Unix seconds; now)."""
+    start = time.time() - STEPS if start is None else start
+    writer = SummaryWriter(str(folder))
+    for s in range(1, STEPS + 1):
+        value = math.nan if s == nan_at else loss(s)
+        writer.add_scalar("loss", value, s, walltime=start + s)
+        writer.add_scalar("accuracy", s / STEPS, s, walltime=start + s)
+    writer.close()
+
+
+# run: (writer, lines stored, last step, whether its log has a time field)
+FORMATS = {
+    "hf-trainer": (hf_state, STEPS, STEPS, False),
+    "llama-factory": (llama_factory, STEPS, STEPS, True),
+    "llm.c": (llmc, STEPS, STEPS - 1, False),
+    # the file's last step waits until the file has settled (tail.SETTLE_S): so do we
+    "tensorboard": (tensorboard, STEPS, STEPS, True),
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("foreign") / "logs"
+    for run, (write, *_) in FORMATS.items():
+        write(logdir / run)
+    server = Server(logdir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def api_runs(server: Server) -> dict[str, dict]:
+    answer = httpx.get(server.url + "/api/runs", headers=server.headers, timeout=10)
+    return {r["run"]: r for r in answer.json()["runs"]}
+
+
+def chart(page, title: str):
+    return page.locator(CHART).filter(has=page.locator("svg text", has_text=re.compile(
+        rf"^{re.escape(title)}$")))
+
+
+@pytest.mark.parametrize("run", FORMATS)
+def test_a_run_of_another_trainer_is_listed_and_drawn(served, browser, run, tmp_path):
+    _, lines, last_step, timed = FORMATS[run]
+    deadline = time.monotonic() + 30
+    while api_runs(served).get(run, {}).get("last_step") != last_step:
+        assert time.monotonic() < deadline, api_runs(served).get(run)
+        time.sleep(0.2)
+    row = api_runs(served)[run]
+    assert (row["lines"], row["last_step"], row["attempts"], row["errors"]) == (
+        lines, last_step, 1, 0), row
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    try:
+        page.goto(f"{served.url}/run?run={run}")
+        loss_chart = chart(page, "loss").first
+        loss_chart.wait_for(timeout=30_000)
+        chart(page, "gap_steps").first.wait_for(timeout=30_000)
+        assert page.get_by_text("has no metric lines yet").count() == 0
+        if run == "hf-trainer":  # the epoch the Trainer's fractional epoch crossed
+            loss_chart.locator("[aria-label*='epoch']").first.wait_for(state="attached",
+                                                                       timeout=10_000)
+        if timed:
+            chart(page, "gap_s").first.wait_for(timeout=30_000)
+        else:
+            page.get_by_text(UNTIMED).first.wait_for(timeout=30_000)
+        assert page.get_by_text(UNTIMED).count() == (0 if timed else 1)
+    finally:
+        page.screenshot(path=str(tmp_path / f"{run}.png"), full_page=True)
+        page.close()
+
+
+def test_runs_of_other_trainers_end_finished_or_idle(tmp_path):
+    """A log that marks the end of training is finished; one that stops short of it and has
+    not grown for idle_after is idle; neither stays live."""
+    logs = tmp_path / "logs"
+    hf_state(logs / "hf-done")
+    hf_state(logs / "hf-cut", steps=25, ended=False)
+    llama_factory(logs / "lf-done")
+    llama_factory(logs / "lf-cut", steps=25, ended=False)
+    llmc(logs / "llmc")
+    with ingest(logs) as mon:
+        mon.tailer.catch_up()
+        cursor = mon.db.cursor()
+        now = time.time()
+
+        def states(at: float) -> dict[str, str]:
+            table = runs.page(cursor, runs.Ask(limit=None), at, idle_after=300.0).table
+            return dict(zip(table["run"], table["state"], strict=True))
+
+        assert states(now) == {"hf-done": "finished", "lf-done": "finished", "hf-cut": "live",
+                               "lf-cut": "live", "llmc": "live"}
+        later = states(now + 301)
+        assert later == {"hf-done": "finished", "lf-done": "finished", "hf-cut": "idle",
+                         "lf-cut": "idle", "llmc": "idle"}
+        listed = runs.api_page(cursor, runs.Ask(status="live"), now + 301)
+        assert listed["runs"] == [] and listed["total"] == 0  # none is live for ever
+        ended = {r["run"]: r["log_ended"] for r in runs.api_page(cursor, runs.Ask())["runs"]}
+        assert ended == {"hf-done": True, "lf-done": True, "hf-cut": False, "lf-cut": False,
+                         "llmc": False}
+
+
+STALL = Rule(name="stall", type="stall", severity="critical", stall_factor=10.0, min_s=5.0)
+NAN = Rule(name="nan", type="nonfinite", severity="critical")
+
+
+def test_a_copied_old_log_pages_nobody_and_a_finished_one_never_stalls(tmp_path):
+    """Copies have a fresh mtime: a TensorBoard log whose own clock is two days old, and a
+    Trainer's state that marks the end of training, are history; the same TensorBoard log
+    written now pages (its NaN, then its stall)."""
+    b = Bench(tmp_path, [STALL, NAN])
+    try:
+        tensorboard(b.logs / "tb-old", start=time.time() - 2 * 86400, nan_at=10)
+        hf_state(b.logs / "hf-done", nan_at=10)
+        tensorboard(b.logs / "tb-new", nan_at=10)
+        b.step()
+        b.step(time.time() + 1000)
+        fired = sorted((n["rule"], n["facts"]["run"]) for n in b.notes()
+                       if n["kind"] == "firing")
+        assert fired == [("nan", "tb-new"), ("stall", "tb-new")]
+    finally:
+        b.monitor.close()
+
+
+def test_a_stall_of_another_trainer_resolves_when_its_log_marks_the_end(tmp_path):
+    b = Bench(tmp_path, [STALL])
+    try:
+        hf_state(b.logs / "hf", steps=30, ended=False)
+        b.step()
+        b.step(time.time() + 1000)
+        assert [n["kind"] for n in b.notes()] == ["firing"]
+        hf_state(b.logs / "hf")  # the Trainer's last save: the rest, and its end entry
+        b.step(time.time() + 1000)
+        assert [n["kind"] for n in b.notes()] == ["firing", "resolved"]
+        assert b.notes()[-1]["facts"]["summary"] == "run ended (completed)"
+    finally:
+        b.monitor.close()
