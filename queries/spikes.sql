@@ -9,7 +9,12 @@
 --   by this much is showing its usual texture, not an incident. Nothing is judged before
 --   `min_lines` values are there. The defaults are the live detector's rules
 --   (app/diagnose/detect.py, SQL_PARAMS), which also follows how long each spike lasts; a
---   spike lists every line above its threshold.
+--   spike lists every line above its threshold. What differs: the detector leaves the lines
+--   of each spike it found out of the rises later lines are measured against, judging the
+--   lines one after another, and this query measures against every sudden rise, so a spike
+--   repeated within `history` lines after one that rose over two lines (or after two
+--   others) may be listed by `python -m app diagnose` and not here. The detector also reports
+--   a gradient norm's spikes within 20 lines of each other as one, a warning.
 -- param run: run id (example: 'seed-cliff')
 -- param metric: column name (example: 'loss')
 -- param ratio: value / baseline (default: 2.0) (example: 2.0)

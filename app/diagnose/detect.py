@@ -86,6 +86,7 @@ SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
     "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN,
                "history": SPIKE_HISTORY, "rank": SPIKE_RANK, "margin": SPIKE_MARGIN},
     "cliffs": {**_SHARED, "sigmas": CLIFF_SIGMAS, "drop": CLIFF_REL, "stays": CLIFF_STAYS},
+    "divergences": {"ratio": DIVERGE_RATIO, "above": DIVERGE_ABOVE, "stays": DIVERGE_STAYS},
 }
 
 
@@ -269,6 +270,28 @@ def _local_rule(kind: str, values: np.ndarray, rules: dict) -> tuple:
             ahead[:max(len(values) - k, 0)] = values[k:]
             ok &= ahead < level
     return median, threshold, ok
+
+
+def divergence_mask(values: np.ndarray, bad: np.ndarray, carried: tuple | None = None,
+                    rules: dict | None = None) -> tuple:
+    """The divergence rule for every line of one metric (``values``: NaN where not logged or
+    not finite, ``bad``: where not finite): (whether it holds, the best value before each
+    line, the level the episode lasts above, best_and_high's carry). The last ``stays`` lines
+    read as not holding: what follows them is not known yet. ``carried``: best_and_high's
+    carry for the lines before ``values``' first; ``rules``: SQL_PARAMS["divergences"]."""
+    rules = rules or SQL_PARAMS["divergences"]
+    best, high, state = best_and_high(values, carried)
+    level = np.fmax(rules["ratio"] * best, rules["above"] * high)
+    with np.errstate(invalid="ignore"):
+        hit = (best > 0) & (values >= level)
+        logged = np.zeros(len(values), dtype=bool)
+        for k in range(1, int(rules["stays"]) + 1):
+            later = _ahead(values, k, np.nan)
+            hit &= ~np.isfinite(later) | (later >= level)
+            logged |= np.isfinite(later) | _ahead(bad, k, False)
+    hit &= logged
+    hit[max(0, len(values) - int(rules["stays"])):] = False
+    return hit, best, level, state
 
 
 def _ahead(values: np.ndarray, k: int, fill) -> np.ndarray:
@@ -502,16 +525,7 @@ class RunDetector:
         bad = (self.frame[NONFINITE + metric].eq(True).to_numpy()[start:]
                if self._has_nonfinite(metric) else np.zeros(len(values), dtype=bool))
         values = np.where(bad, np.nan, values)  # NaN: not finite or not logged
-        best, high, state = best_and_high(values, self.extremes.get(metric))
-        level = np.fmax(DIVERGE_RATIO * best, DIVERGE_ABOVE * high)
-        with np.errstate(invalid="ignore"):
-            hit = (best > 0) & (values >= level)
-            logged = np.zeros(len(values), dtype=bool)
-            for k in range(1, DIVERGE_STAYS + 1):
-                later = _ahead(values, k, np.nan)
-                hit &= ~np.isfinite(later) | (later >= level)
-                logged |= np.isfinite(later) | _ahead(bad, k, False)
-        hit &= logged
+        hit, best, level, state = divergence_mask(values, bad, self.extremes.get(metric))
         done = max(0, len(values) - DIVERGE_STAYS)  # the lines decided now
         self.extremes[metric] = state(done)  # ... whose values the next lines' bars include
         found = []

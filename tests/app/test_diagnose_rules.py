@@ -3,7 +3,9 @@ queries/cliffs.sql receive them as parameters, their documented defaults are the
 and on randomized series (seeded: levels, noise, spikes, drops, plateaus, NaN, infinities and
 lines without the metric) the SQL lists exactly the lines the detector judges, with the
 default rules and with random ones, including the bar a spike's history sets (issue 11: the
-run's usual sudden rise, so a heavy-tailed metric's texture is no spike)."""
+run's usual sudden rise, so a heavy-tailed metric's texture is no spike). queries/divergences.sql
+lists exactly the lines the detector's divergence rule holds for (issue 19), with its rules and
+random ones."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from app.db import queries
-from app.diagnose.detect import SQL_PARAMS, Watch, shift_mask
+from app.diagnose.detect import NONFINITE, SQL_PARAMS, Watch, divergence_mask, shift_mask
 from app.diagnose.load import run_lines
 from tests.app.test_ingest_bad_input import ingest
 
@@ -102,7 +104,31 @@ def test_sql_and_detector_judge_the_same_lines(monitor, name, kind, rules_seed):
     assert barred > 0 or kind == "cliff"  # ... and spikes the history bar decides
 
 
-@pytest.mark.parametrize("name", ["spikes", "cliffs"])
+@pytest.mark.parametrize("rules_seed", [None, 1, 2, 3])
+def test_sql_and_detector_judge_the_same_divergences(monitor, rules_seed):
+    cursor = monitor.db.cursor()
+    rng = random.Random(rules_seed)
+    hits = 0
+    for metric in ("loss", "acc"):
+        for r in range(RUNS):
+            rules = SQL_PARAMS["divergences"] if rules_seed is None else {
+                "ratio": rng.uniform(1.2, 6.0), "above": rng.uniform(0.5, 3.0),
+                "stays": rng.randint(1, 5)}
+            frame = run_lines(cursor, f"r{r}", Watch())
+            bad = (frame[NONFINITE + metric].to_numpy(dtype=bool) if NONFINITE + metric in frame
+                   else np.zeros(len(frame), dtype=bool))
+            values = np.where(bad, np.nan, frame[metric].to_numpy(dtype=float, na_value=np.nan))
+            hit = divergence_mask(values, bad, None, rules)[0]
+            want = [int(s) for s in frame["step"].to_numpy()[hit]]
+            got = [row[0] for row in queries.execute(cursor, "divergences", {
+                "run": f"r{r}", "metric": metric,
+                **({} if rules_seed is None else rules)}).fetchall()]
+            assert got == want, (metric, r, rules)
+            hits += len(want)
+    assert hits > 5  # the series do climb and stay up now and then
+
+
+@pytest.mark.parametrize("name", ["spikes", "cliffs", "divergences"])
 def test_documented_defaults_are_the_detectors(name):
     params = queries.load(name).params
     for param, value in SQL_PARAMS[name].items():
