@@ -244,10 +244,10 @@ def _metric_value(key: str, value: object, odd: list[str]) -> float | None:
     if isinstance(value, (int, float)):
         try:
             return float(value)
-        except OverflowError:
+        except OverflowError:  # an integer (copysign would overflow as float() did)
             odd.append(f"metric {_key(key)} is beyond the range of a double; stored as "
-                       "Infinity")
-            return math.copysign(math.inf, value)
+                       f"{'-' if value < 0 else ''}Infinity")
+            return math.inf if value > 0 else -math.inf
     odd.append(f"metric {_key(key)} is not a number ({_short(value)}); stored as NULL")
     return None
 
@@ -295,5 +295,5 @@ def number(value: object) -> float | None:
         try:
             return float(value)
         except OverflowError:  # an integer past a double (Python's json reads any)
-            return math.copysign(math.inf, value)
+            return math.inf if value > 0 else -math.inf
     return None

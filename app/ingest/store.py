@@ -314,9 +314,9 @@ class Store:
         return status is not None
 
     def _store_meta(self, run: str, meta: dict) -> None:
-        def integer(key):
+        def integer(key):  # a BIGINT column: a number past it is no count (issue 18)
             value = meta.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
+            return value if type(value) is int and INT64[0] <= value <= INT64[1] else None
 
         self.db.run("ingest/run_meta", {"run": run, "meta": json.dumps(meta),
                                         "steps_per_epoch": integer("steps_per_epoch"),

@@ -409,8 +409,9 @@ class _Reading:
         reason = value if not ok else None
         if ok and isinstance(value, dict):
             try:
-                self._entry(out, offset, value, notes)
-                return
+                reason = self._entry(out, offset, value, notes)
+                if reason is None:
+                    return
             except MemoryError:
                 raise
             except Exception as exc:  # the promise: no entry's content stops a file
@@ -420,10 +421,11 @@ class _Reading:
         out.problems.append(Problem(offset, "error", f"{HISTORY} entry: {reason}; skipped",
                                     excerpt(self.source(offset, 200))))
 
-    def _entry(self, out: StateRead, offset: int, entry: dict, notes: list[str]) -> None:
+    def _entry(self, out: StateRead, offset: int, entry: dict, notes: list[str]) -> str | None:
+        """Records of one entry; or why there are none."""
         result, reason = normalise(entry)
         if result is None:
-            raise ValueError(reason)
+            return reason
         if notes:
             out.problems.append(Problem(offset, "warning", "; ".join(notes),
                                         excerpt(self.source(offset, 200))))
@@ -434,6 +436,7 @@ class _Reading:
                                                       EPOCH: math.floor(epoch)}))
         self._note_epoch(entry)
         out.records.append(Record(offset, result.kind, result.data))
+        return None
 
 
 def _entries(text: _Text, comma: bool):
