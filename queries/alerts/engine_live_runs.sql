@@ -1,5 +1,6 @@
 -- title: Live runs
--- description: Every run still running, plus the runs named (those with a stall pending or
+-- description: Every run still running (run_status: no run_end, or another trainer's log
+--   that does not mark the end of training yet), plus the runs named (those with a stall pending or
 --   firing, to resolve them once they end), with the same facts as alerts/engine_run_facts:
 --   what the stall rule's timers judge, read whole on a full pass of the alert rules and kept
 --   in memory between them.

@@ -1,5 +1,6 @@
 -- title: Facts of the runs of some files
--- description: For the runs the given files belong to: status, last_seen (moved by ingest with
+-- description: For the runs the given files belong to: status (run_status: run_end's, or
+--   completed once another trainer's log marks the end of training), last_seen (moved by ingest with
 --   each run's lines and events), when the monitor last saw one of its log files grow
 --   (files.grew_at: the monitor's own clock, stored, so true across a server restart; a file
 --   server's skewed clock cannot move it) and its last step. What an alert pass reads of the
