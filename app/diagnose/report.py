@@ -28,8 +28,8 @@ def as_dict(incident: Incident) -> dict:
 
 def text(incidents: list[dict], scope: str) -> str:
     if not incidents:
-        return (f"No incidents in {scope}: no stalls, spikes, cliffs, non-finite values or "
-                "stragglers.\n")
+        return (f"No incidents in {scope}: no stalls, spikes, divergences, cliffs, non-finite "
+                "values or stragglers.\n")
     ordered = sorted(incidents, key=severity)
     lines = [f"{len(ordered)} incident{'s' if len(ordered) != 1 else ''} in {scope}, most "
              "severe first.", ""]
