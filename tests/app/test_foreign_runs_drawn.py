@@ -4,7 +4,7 @@ a Hugging Face ``trainer_state.json``, a LLaMA-Factory ``trainer_log.jsonl``, an
 each a small synthetic log this test writes, in its own run folder.
 
 Through the real server and headless Chromium: /api/runs gives each run's lines and last
-step, and its Run page draws its charts (with the epoch marker the Trainer's state implies,
+step, /metrics its step, and its Run page draws its charts (with the epoch marker the Trainer's state implies,
 and, for a log with no time field, a note that time gaps cannot be shown). In process: such
 runs end (finished when the log marks the end of training, else idle once it stops growing),
 and a copied old log pages nobody.
@@ -126,6 +126,8 @@ def test_a_run_of_another_trainer_is_listed_and_drawn(served, browser, run, tmp_
     row = api_runs(served)[run]
     assert (row["lines"], row["last_step"], row["attempts"], row["errors"]) == (
         lines, last_step, 1, 0), row
+    scraped = httpx.get(served.url + "/metrics", headers=served.headers, timeout=10).text
+    assert f'cliffwatch_run_step{{run="{run}"}} {float(last_step)}' in scraped
     page = browser.new_page(viewport={"width": 1400, "height": 2400})
     try:
         page.goto(f"{served.url}/run?run={run}")
