@@ -27,7 +27,8 @@ def ingest_once(logdir: Path, db: Path | None, settings) -> int:
               + (" (SELECT * FROM ingest_errors)" if errors else ""))
         for file, offset, severity, reason in monitor.db.run(
                 "ingest/errors_after", {"after": before, "max_rows": LISTED}).fetchall():
-            print(f"  {severity:<7} {file} @ {offset}: {reason}")
+            where = file if offset is None else f"{file} @ {offset}"  # a folder has none
+            print(f"  {severity:<7} {where}: {reason}")
         if errors > LISTED:
             print(f"  ... and {errors - LISTED} more")
         if monitor.tailer.pending_partial:

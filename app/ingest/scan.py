@@ -76,27 +76,33 @@ def _leads_out(root: str, path: str) -> bool:
 
 
 def scan(logdir: Path, links_out: list[str] | None = None, known=frozenset(),
-         top: str = "") -> list[LogFile]:
+         top: str = "", refused: list[str] | None = None) -> list[LogFile]:
     """The log files under ``logdir`` (or only under its sub-folder ``top``), but not those in
     ``known`` (paths on disk, relative: they are not classified again). Folder links are not
     followed; those that lead out of the log directory are added to ``links_out`` (as stored
-    names) to be reported."""
+    names) to be reported, and folders that cannot be read to ``refused`` (see ``folders``)."""
     found: list[LogFile] = []
-    for folder, entries in folders(logdir, top):
+    for folder, entries in folders(logdir, top, refused):
         found += in_folder(logdir, folder, entries, known, links_out)
     return found
 
 
-def folders(logdir: Path, top: str = ""):
+def folders(logdir: Path, top: str = "", refused: list[str] | None = None):
     """Each folder under ``logdir/top`` (relative, "" for the log directory itself) with its
     entries, depth first, skipping folders that start with ``.``. One ``scandir`` per folder:
-    an entry's type comes without a stat, so 10,000 run folders cost tens of milliseconds."""
+    an entry's type comes without a stat, so 10,000 run folders cost tens of milliseconds.
+    A folder whose permissions refuse the listing is added to ``refused`` (relative paths on
+    disk): the tailer says so once and tries it again every tick (issue 18)."""
     stack = [top]
     while stack:
         rel = stack.pop()
         try:
             with os.scandir(os.path.join(logdir, rel)) as found:
                 entries = sorted(found, key=lambda e: e.name)
+        except PermissionError:
+            if refused is not None:
+                refused.append(rel)
+            continue
         except OSError:
             continue  # gone, or not a folder (any more): the files in it are followed anyway
         yield rel, entries

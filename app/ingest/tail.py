@@ -39,7 +39,7 @@ from .filestate import FileState, grown, refresh
 from .formats import detect, keymap
 from .openfile import LogHandle, Refused, open_log
 from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
-from .scan import folders, in_folder, scan
+from .scan import folders, in_folder, readable, scan
 from .segment import HEAD_BYTES, Segment
 from .store import Batch, Store, content_error
 
@@ -96,6 +96,12 @@ class Tailer:
         self.undecided: dict[str, tuple[int, float]] = {}  # path -> (size, mtime) sniffed
         self.rotated: dict[str, Rotated] = {}  # tracked path -> its file before the rotation
         self.links_noted: set[str] = set()  # folder links out of the log directory, reported
+        # folders (on disk) whose permissions refuse a listing: tried again every tick, since
+        # no event says that permissions changed; and those said in the log (once each)
+        self.locked: set[str] = set()
+        self.locked_said: set[str] = set()
+        # files refused for their permissions: looked at every tick too, for the same reason
+        self.unreadable = {s.path for s in self.files.values() if s.state == "unreadable"}
         self.backoff = Backoff()
         self.unsure: set[str] = set()  # keys whose last commit raised: reload before reading
         self.dirty = False  # a failure may have left a transaction open on our cursor
@@ -116,6 +122,7 @@ class Tailer:
         self.folder_pace = Pace(settings.scan_interval)  # ... and over the folders
         self.sweep_at = 0  # index in self.files of the sweep's next file
         self.walk = None  # the sweep's walk of the folders, under way
+        self.walk_refused: list[str] = []  # folders it could not list, said at each step
         self.walked = 0  # folders it has met so far
         self.folder_count = 0  # folders the last whole walk met
 
@@ -126,10 +133,12 @@ class Tailer:
                 self.known.add(state.path)
             self.unsure.discard(SCAN_KEY)
         links_out: list[str] = []
-        found, self.folder_count = [], 0
-        for folder, entries in folders(self.logdir):
+        found, self.folder_count, refused = [], 0, []
+        for folder, entries in folders(self.logdir, refused=refused):
             found += in_folder(self.logdir, folder, entries, self.known, links_out)
             self.folder_count += 1
+        self.locked = set()
+        self._lock(refused)
         self._track(found, links_out)
         self.walk = None  # the sweep starts its walk again
 
@@ -222,8 +231,10 @@ class Tailer:
         # a file created by a rename onto a tracked name (run.json written atomically, a
         # folder moved back) is tracked already, and is read again
         paths = {self.stored_as.get(p, p) for p in changes.files | changes.created}
+        self.unreadable = {p for p in self.unreadable
+                           if p in self.files and self.files[p].state == "unreadable"}
         paths.update(new, self.pending, self.rotated, self.busy, self.unsure,
-                     self.backoff.failing)
+                     self.backoff.failing, self.unreadable)
         folders_named = changes.gone | {p for p in changes.created
                                         if os.path.isdir(f"{self.logdir}/{p}")}
         if folders_named:
@@ -262,7 +273,7 @@ class Tailer:
             self.discover()
             return list(self.files)
         links_out: list[str] = []
-        found = []
+        found = self._unlocked(links_out) if self.locked else []
         unknown = {p for p in changes.files if p not in self.known}
         for rel in changes.created | unknown:
             found += self._created(rel, links_out)
@@ -273,7 +284,10 @@ class Tailer:
     def _created(self, rel: str, links_out: list[str]) -> list:
         path = self.logdir / rel
         if path.is_dir() and not path.is_symlink():
-            return scan(self.logdir, links_out, self.known, top=rel)
+            refused: list[str] = []
+            found = scan(self.logdir, links_out, self.known, top=rel, refused=refused)
+            self._lock(refused)
+            return found
         folder, _, name = rel.rpartition("/")
         try:
             with os.scandir(self.logdir / folder) as entries:
@@ -282,13 +296,42 @@ class Tailer:
             return []
         return in_folder(self.logdir, folder, entry, self.known, links_out)
 
+    def _lock(self, refused: list[str]) -> None:
+        """Folders that cannot be listed: said once, in ingest_errors and the log, and tried
+        again every tick (``_unlocked``)."""
+        for rel in refused:
+            self.locked.add(rel)
+            if rel in self.locked_said:
+                continue
+            self.locked_said.add(rel)
+            shown = readable(rel) or "."
+            reason = (f"the folder {shown} cannot be listed (permission denied), so no log in it "
+                      "is read; fix its permissions (chmod a+rx, or run cliffwatch as a user "
+                      "that may read it) and its logs are read at the next tick")
+            log.warning("%s", reason)
+            self.db.run("ingest/note_once", {"run": shown, "file": shown, "reason": reason})
+
+    def _unlocked(self, links_out: list[str]) -> list:
+        """The logs in folders that could not be listed before and can now (those that still
+        cannot stay locked)."""
+        refused: list[str] = []
+        found = []
+        for rel in sorted(self.locked):
+            found += scan(self.logdir, links_out, self.known, top=rel, refused=refused)
+        self.locked = set()
+        self._lock(refused)
+        return found
+
     def _sweep_folders(self) -> list:
         """This tick's share of the slow walk of every folder (a new walk once one ends)."""
         share = []
         for _ in range(self.folder_pace.due(max(self.folder_count, 1))):
             if self.walk is None:
-                self.walk, self.walked = folders(self.logdir), 0
+                self.walk_refused = []
+                self.walk, self.walked = folders(self.logdir, refused=self.walk_refused), 0
             step = next(self.walk, None)
+            self._lock(self.walk_refused)
+            self.walk_refused.clear()
             if step is None:
                 self.walk, self.folder_count = None, self.walked
                 break
@@ -758,6 +801,8 @@ class Tailer:
     def _refuse(self, state: FileState, refused: Refused) -> None:
         """Record once why a file is not read (no excerpt: it may not be ours to show)."""
         self.pending.pop(state.path, None)
+        if refused.state == "unreadable":
+            self.unreadable.add(state.path)
         if state.state == refused.state:
             return
         new = copy.copy(state)
