@@ -19,6 +19,7 @@ import pytest
 from app.ingest.activity import Changes
 from app.ingest.formats import tfevents, tfrecord
 from tests.app.test_ingest_bad_input import ingest, query
+from tests.conftest import run_cli
 
 DEEP = "[" * 5000 + "]" * 5000  # past orjson's depth limit and Python's recursion limit
 FAIRLY_DEEP = "[" * 900 + "]" * 900  # read by both decoders, too deep to store as JSON text
@@ -48,6 +49,39 @@ def offsets(lines: list[bytes]) -> list[int]:
         out.append(pos)
         pos += len(line) + 1
     return out
+
+
+# ---- the issue's records, through the CLI ------------------------------------------------
+
+ISSUE = [  # (file, good record, bad record, good record, separator, head, tail, the reason)
+    ("main.log", b"s:1 trl:2.0", f"s:{HUGE} trl:1".encode(), b"s:3 trl:1.0", b"\n", b"",
+     b"\n", "not a step within 64 bits"),
+    ("trainer_state.json", b'{"step": 1, "loss": 2.0}', f'{{"step": {HUGE}, "loss": 1}}'.encode(),
+     b'{"step": 3, "loss": 1.0}', b", ", b'{"log_history": [', b"]}", "not an integer within"),
+    ("trainer_state.json", b'{"step": 1, "loss": 2.0}', f'{{"step": 2, "a": {DEEP}}}'.encode(),
+     b'{"step": 3, "loss": 1.0}', b", ", b'{"log_history": [', b"]}", "nested too deeply"),
+]
+
+
+def test_the_issues_records_are_errors_and_the_rest_is_stored(tmp_path):
+    """``ingest --once`` raised on each of these and stored nothing of its file (under serve:
+    retried for ever, health "failing"); one run folder per case, one command."""
+    logs = tmp_path / "logs"
+    expected = []
+    for i, (name, before, bad, after, sep, head, tail, reason) in enumerate(ISSUE):
+        path = logs / f"case{i}" / name
+        path.parent.mkdir(parents=True)
+        path.write_bytes(head + sep.join([before, bad, after]) + tail)
+        expected.append(f"error   case{i}/{name} @ {len(head) + len(before) + len(sep)}: ")
+        expected.append(reason)
+    (logs / "meta").mkdir()
+    (logs / "meta" / "run.json").write_text(f'{{"config": {DEEP}}}')
+    (logs / "meta" / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 1.0}\n')
+    expected.append("error   meta/run.json @ 0: run.json is not usable: nested too deeply")
+    done = run_cli("ingest", "--logdir", str(logs), "--once")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ingested 7 rows from 5 files; 4 new ingest errors" in done.stdout, done.stdout
+    assert [text for text in expected if text not in done.stdout] == [], done.stdout
 
 
 # ---- llm.c main.log --------------------------------------------------------------------

@@ -71,15 +71,16 @@ with Monitor.open(logs, dataclasses.replace(settings.resolve(), scan_interval=1e
 """
 
 
-def test_an_unreadable_run_folder_is_said_once_and_read_at_the_next_tick(open_tmp):  # noqa: F811
+def test_an_unreadable_run_folder_or_file_is_said_once_and_read_at_the_next_tick(open_tmp):  # noqa: F811
     logs = open_tmp / "logs"
-    for run in ("locked", "open"):
+    for run in ("locked", "lockedfile", "open"):
         (logs / run).mkdir(parents=True)
         (logs / run / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 1.0}\n')
         (logs / run / "metrics.jsonl").chmod(0o644)
-    for folder in (logs, logs / "open"):
+    for folder in (logs, logs / "open", logs / "lockedfile"):
         folder.chmod(0o777)
     (logs / "locked").chmod(0o000)
+    (logs / "lockedfile" / "metrics.jsonl").chmod(0o000)  # a file alone: the same promise
     child = subprocess.Popen(
         _as_nobody([sys.executable, "-c", CHILD, str(logs), str(open_tmp / "go")]), cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -89,7 +90,8 @@ def test_an_unreadable_run_folder_is_said_once_and_read_at_the_next_tick(open_tm
         while not (open_tmp / "waiting").exists() and child.poll() is None:
             assert time.monotonic() < deadline, "the child never got to wait"
             time.sleep(0.05)
-        (logs / "locked").chmod(0o755)  # the user fixes it
+        (logs / "locked").chmod(0o755)  # the user fixes them
+        (logs / "lockedfile" / "metrics.jsonl").chmod(0o644)
         (open_tmp / "go").touch()
         out, _ = child.communicate(timeout=120)
     finally:
@@ -101,8 +103,10 @@ def test_an_unreadable_run_folder_is_said_once_and_read_at_the_next_tick(open_tm
     (errors,) = [line for line in lines if line.startswith("errors")]
     assert errors.count("'locked', 'warning', 'the folder locked cannot be listed (permission "
                         "denied)") == 1, out
+    assert errors.count("'lockedfile/metrics.jsonl', 'error', 'cannot read the file: "
+                        "permission denied") == 1, out
     assert "before [('open', 1)]" in lines, out
-    assert "after [('locked', 1), ('open', 1)]" in lines, out
+    assert "after [('locked', 1), ('lockedfile', 1), ('open', 1)]" in lines, out
 
 
 def test_ingest_once_names_the_folder_it_cannot_list(open_tmp):  # noqa: F811
