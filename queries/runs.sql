@@ -1,8 +1,9 @@
 -- title: Runs
--- description: Every run with its status, last step and timing, newest activity first.
+-- description: Every run with its status (run_status: run_end's, or completed once another
+--   trainer's log marks the end of training), last step and timing, newest activity first.
 SELECT
     r.run,
-    r.status,
+    s.status,
     r.first_seen,
     r.last_seen,
     m.lines,
@@ -11,6 +12,7 @@ SELECT
     m.last_elapsed_s,
     (SELECT count(*) FROM ingest_errors e WHERE e.run = r.run) AS errors
 FROM runs AS r
+JOIN run_status AS s USING (run)
 LEFT JOIN (
     SELECT run, count(*) AS lines, max(step) AS last_step, count(DISTINCT attempt) AS attempts,
            max(elapsed_s) AS last_elapsed_s
