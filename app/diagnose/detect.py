@@ -285,7 +285,7 @@ def divergence_mask(values: np.ndarray, bad: np.ndarray, carried: tuple | None =
     with np.errstate(invalid="ignore"):
         hit = (best > 0) & (values >= level)
         logged = np.zeros(len(values), dtype=bool)
-        for k in range(1, int(rules["stays"]) + 1):
+        for k in range(1, int(rules["stays"]) + 1) if hit.any() else ():  # mostly none
             later = _ahead(values, k, np.nan)
             hit &= ~np.isfinite(later) | (later >= level)
             logged |= np.isfinite(later) | _ahead(bad, k, False)
