@@ -16,23 +16,27 @@ CREATE VIEW line_files AS
 SELECT * FROM files WHERE kind NOT IN ('events', 'rank', 'run_meta');
 
 CREATE VIEW run_status AS
-WITH own AS (
-    SELECT DISTINCT run FROM files WHERE kind IN ('metrics', 'events', 'rank', 'run_meta')
-), lines AS (
-    SELECT run, max(last_step) AS last_step FROM line_files GROUP BY run
+WITH logs AS (  -- one pass over files: whether one is ours, and the training line's last step
+    SELECT f.run, bool_or(f.kind IN ('metrics', 'events', 'rank', 'run_meta')) AS own,
+           max(l.last_step) AS last_step
+    FROM files AS f
+    LEFT JOIN line_files AS l USING (file_id)
+    GROUP BY f.run
 ), ends AS (
     SELECT f.run, max(e.step) AS end_step
     FROM eval_rows AS e
     JOIN files AS f USING (file_id)
     WHERE e.kind = 'summary'
     GROUP BY f.run
+), judged AS (
+    SELECT r.run, r.status, NOT coalesce(g.own, false) AS other_trainer,
+           NOT coalesce(g.own, false) AND coalesce(e.end_step >= g.last_step, false)
+               AS log_ended
+    FROM runs AS r
+    LEFT JOIN logs AS g USING (run)
+    LEFT JOIN ends AS e USING (run)
 )
-SELECT r.run, o.run IS NULL AS other_trainer,
-       o.run IS NULL AND coalesce(e.end_step >= l.last_step, false) AS log_ended,
-       CASE WHEN o.run IS NULL AND coalesce(e.end_step >= l.last_step, false)
-                 AND coalesce(r.status, 'running') = 'running' THEN 'completed'
-            ELSE coalesce(r.status, 'running') END AS status
-FROM runs AS r
-LEFT JOIN own AS o USING (run)
-LEFT JOIN lines AS l USING (run)
-LEFT JOIN ends AS e USING (run);
+SELECT run, other_trainer, log_ended,
+       CASE WHEN log_ended AND coalesce(status, 'running') = 'running' THEN 'completed'
+            ELSE coalesce(status, 'running') END AS status
+FROM judged;
