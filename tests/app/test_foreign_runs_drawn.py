@@ -4,10 +4,10 @@ a Hugging Face ``trainer_state.json``, a LLaMA-Factory ``trainer_log.jsonl``, an
 each a small synthetic log this test writes, in its own run folder.
 
 Through the real server and headless Chromium: /api/runs gives each run's lines and last
-step, /metrics its step, and its Run page draws its charts (with the epoch marker the Trainer's state implies,
-and, for a log with no time field, a note that time gaps cannot be shown). In process: such
-runs end (finished when the log marks the end of training, else idle once it stops growing),
-and a copied old log pages nobody.
+step, /metrics its step, its Run page draws its charts (with the epoch marker the Trainer's
+state implies, and, for a log with no time field, a note that time gaps cannot be shown), and
+Compare overlays them all. In process: such runs end (finished when the log marks the end of
+training, else idle once it stops growing), and a copied old log pages nobody.
 """
 
 from __future__ import annotations
@@ -145,6 +145,20 @@ def test_a_run_of_another_trainer_is_listed_and_drawn(served, browser, run, tmp_
         assert page.get_by_text(UNTIMED).count() == (0 if timed else 1)
     finally:
         page.screenshot(path=str(tmp_path / f"{run}.png"), full_page=True)
+        page.close()
+
+
+def test_compare_overlays_every_format(served, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    try:
+        page.goto(f"{served.url}/compare?runs={','.join(FORMATS)}&metric=loss")
+        drawn = chart(page, "loss").first
+        drawn.wait_for(timeout=30_000)
+        for run in FORMATS:  # each run's line has its entry in the legend
+            drawn.locator("svg text", has_text=re.compile(rf"^{re.escape(run)}$")).first \
+                .wait_for(state="attached", timeout=10_000)
+        assert page.get_by_text("No loss in").count() == 0
+    finally:
         page.close()
 
 
