@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 
 from app.diagnose.detect import CLOCK, SPIKE_HISTORY, RunDetector, Watch
-from app.diagnose.diagnosis import diagnose, severity, with_causes
+from app.diagnose.diagnosis import LiveDiagnosis, diagnose, severity, with_causes
 from app.diagnose.load import run_lines
 from samples import seed_cliff
 from tests.app.test_diagnose import batches, diagnose_json
-from tests.app.test_ingest_bad_input import ingest
+from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import SAMPLES, run_cli
 
 
@@ -199,3 +199,26 @@ def test_a_spike_leaves_the_yardstick_of_the_lines_after_it_for_the_whole_histor
     found = RunDetector("r", Watch()).feed(frame)
     assert [(i.kind, i.step, i.value) for i in found] == [
         ("spike", 500, 9.0), ("spike", 1500, 9.0), ("spike", 2000, 9.0)]
+
+
+@pytest.mark.parametrize("split", [302, 306, 310])
+def test_live_diagnosis_grows_a_stored_burst_and_stores_a_divergence(tmp_path, split):
+    """The server's path: lines ingested in two parts, the burst's first spikes stored before
+    the rest arrive; the incidents table ends with what the whole run gives."""
+    grad = grad_norm_bursts(np.random.default_rng(2))
+    warmup = warm_up_divergence(random.Random(1))
+    write_run(tmp_path / "logs" / "grad", grad[:split])
+    write_run(tmp_path / "logs" / "warmup", warmup[:split - 294])  # 8, 12, 16 lines
+    with ingest(tmp_path / "logs") as mon:
+        live = LiveDiagnosis(mon.db, Watch())
+        live.update()
+        for name, lines, first in (("grad", grad, split), ("warmup", warmup, split - 294)):
+            with (tmp_path / "logs" / name / "metrics.jsonl").open("a") as handle:
+                handle.write("".join(json.dumps(x) + "\n" for x in lines[first:]))
+        mon.tailer.tick(discover=True)
+        live.update()
+        stored = query(mon, "SELECT run, kind, metric, step, end_step FROM incidents "
+                            "ORDER BY run, step")
+    assert stored == [("grad", "spike", "grad_norm", 10 * BURST[0], 10 * BURST[-1]),
+                      ("grad", "spike", "grad_norm", 10 * LONE, 10 * LONE),
+                      ("warmup", "divergence", "loss", 1600, 6000)]
