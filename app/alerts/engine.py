@@ -31,6 +31,10 @@ from .state import ACTIVE, Batch, load_states
 
 LINE_TYPES = ("threshold", "change", "nonfinite")
 HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert
+# A log of another trainer with no wall clock that holds this many lines when first met
+# appeared whole (a copy with a fresh mtime, or history found at start-up): it is history. A
+# live run is met a pass or two after its first line (20 lines a pass at 20 lines a second).
+WHOLE_LINES = 200
 MAX_LINES = 200_000  # lines read in one pass (a catch-up goes on at once in the next)
 
 
@@ -143,13 +147,16 @@ class Engine:
     def _history(self, cursor, changed: list[tuple], now: float) -> dict[str, tuple]:
         """{run: (last line, last step)} of the runs met for the first time that are history
         (judged only from their next line): silent for HISTORY_S, or a log of another trainer
-        whose content says it is old (a copy has a fresh mtime: alerts/engine_old_logs)."""
+        that was written before it was watched (a copy has a fresh mtime): ended, dated more
+        than HISTORY_S back by its own clock, or with no clock and WHOLE_LINES lines already
+        (alerts/engine_old_logs)."""
         met = [row for row in changed if row[2] is None and row[5] is not None]
         runs = [row[0] for row in met if row[5] < now - HISTORY_S]
         fresh = [row[0] for row in met if row[5] >= now - HISTORY_S]
         if fresh:
             runs += [row[0] for row in queries.execute(cursor, "alerts/engine_old_logs", {
-                "runs": fresh, "before": now - HISTORY_S}).fetchall()]
+                "runs": fresh, "before": now - HISTORY_S,
+                "whole_lines": WHOLE_LINES}).fetchall()]
         if not runs:
             return {}
         found = {run: (-1, -1) for run in runs}  # no line yet: from the first

@@ -65,9 +65,10 @@ def llama_factory(folder: Path, steps: int = STEPS, *, ended: bool = True) -> No
     (folder / "trainer_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def llmc(folder: Path) -> None:
+def llmc(folder: Path, steps: int = STEPS, *, nan_at: int = -1) -> None:
     """llm.c's main.log: training lines, a validation line; no time field at all."""
-    lines = [f"s:{s} trl:{loss(s):.4f} lr:0.000100 norm:1.0000" for s in range(STEPS)]
+    lines = [f"s:{s} trl:{'nan' if s == nan_at else f'{loss(s):.4f}'} lr:0.000100 norm:1.0000"
+             for s in range(steps)]
     lines.insert(20, "s:20 tel:2.6000")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "main.log").write_text("\n".join(lines) + "\n")
@@ -197,19 +198,23 @@ NAN = Rule(name="nan", type="nonfinite", severity="critical")
 
 
 def test_a_copied_old_log_pages_nobody_and_a_finished_one_never_stalls(tmp_path):
-    """Copies have a fresh mtime: a TensorBoard log whose own clock is two days old, and a
-    Trainer's state that marks the end of training, are history; the same TensorBoard log
-    written now pages (its NaN, then its stall)."""
+    """Copies have a fresh mtime. History, paging nobody: a TensorBoard log whose own clock
+    is two days old, a Trainer's state that marks the end of training, an llm.c log (no
+    clock) that holds 500 lines when first seen. The same TensorBoard log written now, and an
+    llm.c log of 40 lines (a run just begun), page: their NaN, then their stall."""
     b = Bench(tmp_path, [STALL, NAN])
     try:
         tensorboard(b.logs / "tb-old", start=time.time() - 2 * 86400, nan_at=10)
         hf_state(b.logs / "hf-done", nan_at=10)
+        llmc(b.logs / "llmc-old", 500, nan_at=10)
         tensorboard(b.logs / "tb-new", nan_at=10)
+        llmc(b.logs / "llmc-new", nan_at=10)
         b.step()
         b.step(time.time() + 1000)
         fired = sorted((n["rule"], n["facts"]["run"]) for n in b.notes()
                        if n["kind"] == "firing")
-        assert fired == [("nan", "tb-new"), ("stall", "tb-new")]
+        assert fired == [("nan", "llmc-new"), ("nan", "tb-new"), ("stall", "llmc-new"),
+                         ("stall", "tb-new")]
     finally:
         b.monitor.close()
 
