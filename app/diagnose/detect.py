@@ -1,8 +1,9 @@
 """Incident detection over one run's timeline, fed in batches of any size.
 
 Every decision about line ``i`` uses only the ``BASELINE`` lines before it (a spike also the
-sudden rises of the ``SPIKE_HISTORY`` lines before it) and, for a cliff, the ``CLIFF_STAYS``
-lines after it, so feeding a run line by line (live) or all at once (``python -m app
+sudden rises of the ``SPIKE_HISTORY`` lines before it, and for a divergence the best and highest
+values of all lines before it) and, for a cliff, the ``CLIFF_STAYS`` lines after it (a divergence
+the ``DIVERGE_STAYS`` ones), so feeding a run line by line (live) or all at once (``python -m app
 diagnose``) finds the same incidents. An incident looks like::
 
     Incident(run="seed-cliff", kind="spike", metric="loss", step=2029, end_step=2035,
@@ -28,7 +29,9 @@ throws the loss up the same way is reported each time (issue 19: the seed's seco
 7.24 at step 4021, hid behind a first one that rose over two lines).
 
 A divergence needs no history: a loss that climbs to ``DIVERGE_RATIO`` times its best value so far
-(and ``DIVERGE_ABOVE`` times its highest), then stays there for ``DIVERGE_STAYS`` lines, is one from
+(and ``DIVERGE_ABOVE`` times the highest before that best: back above where it started, so a
+late climb that stays below that is left to the spike rule), then stays there for
+``DIVERGE_STAYS`` lines, is one from
 the run's second line on, however far apart its lines are (a warm-up divergence logged every 200
 steps, 4.66 -> 67.2, lies inside the ``MIN_HISTORY`` lines spikes wait for). A gradient norm's
 spike is a warning, not a loss incident (``severity``), and a burst of them ``BURST`` lines apart
@@ -46,8 +49,9 @@ import pandas as pd
 
 from .. import keys
 
-# The rules below are the one definition: queries/spikes.sql and queries/cliffs.sql receive
-# them as parameters (SQL_PARAMS; their headers document the same defaults, which a test checks).
+# The rules below are the one definition: queries/spikes.sql, cliffs.sql and divergences.sql
+# receive them as parameters (SQL_PARAMS; their headers document the same defaults, which a
+# test checks).
 BASELINE = 20  # lines in the rolling baseline
 MIN_BASELINE = 5  # lines needed before a stall is judged
 MIN_HISTORY = 15  # values needed before a spike or cliff is judged: a verdict on a run's first
@@ -67,8 +71,8 @@ SPIKE_HISTORY = 5000  # lines of the run's past whose sudden rises are a spike's
 SPIKE_RANK = 2  # the yardstick is the second-largest of those rises ...
 SPIKE_MARGIN = 3.0  # ... and a spike rises at least this many times as far
 DIVERGE_RATIO = 4.0  # a divergence: at least this many times the best value so far ...
-DIVERGE_ABOVE = 2.0  # ... and this many times the highest: above all the run has shown (pure
-# noise spans 0.0005-0.05 at a memorised run's tiny loss, 0-1 in uniform noise) ...
+DIVERGE_ABOVE = 2.0  # ... and this many times the highest before that best: above all the run
+# had shown (noise spans 0.0005-0.05 at a memorised run's tiny loss, 0-1 in uniform noise) ...
 DIVERGE_STAYS = 3  # ... and the next this many lines stay there
 BURST = BASELINE  # a gradient norm's spike this few lines after the last one's end joins it
 GRAD_NORM = ("*grad*norm*", "gnorm")  # their spikes are warnings (the loss tells the damage)
