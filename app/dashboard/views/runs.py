@@ -22,7 +22,7 @@ from ..read.runs import Ask
 from . import picker, source
 
 RUN_PAGE = "views/run.py"
-STATUS = {"all": "every run", "live": "live", "finished": "finished"}
+STATUS = {"all": "every run", "live": "live", "finished": "ended or idle"}
 # runs a page shows unless its URL says ?limit=: each shown run's newest lines are read when
 # it has new lines (two small queries a run), so fewer than /api/runs's 50. With 10,000 runs
 # present, on 2 busy cores, a 25-run page cost 270 ms of CPU read afresh and 74 ms refreshed
