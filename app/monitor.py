@@ -11,8 +11,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .db.database import Database
+import duckdb
+
+from .db.database import Database, unreadable
 from .errors import CliffwatchError
+from .ingest.memory import limit_bytes
 from .ingest.tail import Tailer
 from .scratch import make as make_scratch
 from .scratch import sweep as sweep_scratch
@@ -38,6 +41,23 @@ def _links_dir(db_path: Path) -> Path:
     return make_scratch(db_path.parent)
 
 
+def _spill_dir(db_path: Path) -> Path:
+    """A private folder beside the database, on its disk rather than in /dev/shm (memory):
+    DuckDB spills there what does not fit in memory_limit."""
+    sweep_scratch(db_path.parent)
+    return make_scratch(db_path.parent)
+
+
+def spill_cap(settings, folder: Path) -> str:
+    """``max_temp_size``, and never more than half the free space on ``folder``'s disk: a
+    spilling query fails with a message before the database's own writes find no room."""
+    wanted = limit_bytes(settings.max_temp_size)
+    if wanted is None:
+        raise CliffwatchError(f"--max-temp-size {settings.max_temp_size!r} is not a size; "
+                              "pass e.g. 4GB or 500MB (env CLIFFWATCH_MAX_TEMP_SIZE)")
+    return f"{min(wanted, shutil.disk_usage(folder).free // 2)}b"
+
+
 @dataclass
 class Monitor:
     logdir: Path
@@ -45,6 +65,7 @@ class Monitor:
     tailer: Tailer
     scratch: Path
     links: Path | None = None
+    spill: Path | None = None
 
     @classmethod
     def open(cls, logdir: Path, settings, db_path: Path | None = None,
@@ -60,15 +81,17 @@ class Monitor:
         db_path.parent.mkdir(parents=True, exist_ok=True)
         scratch = _scratch_dir(db_path)
         links = _links_dir(db_path) if link_logs else None
-        private = [scratch] + ([links] if links else [])
+        spill = _spill_dir(db_path)
+        private = [scratch, spill] + ([links] if links else [])
         db = None
         try:
             # DuckDB itself may touch only the scratch space: ingest hands it copies made from
             # checked descriptors (or links to them), so no statement can reach the logs or
             # the database folder by name
-            db = Database(db_path, allowed_dirs=private, memory_limit=settings.memory_limit)
-            tailer = Tailer(db, logdir, settings, scratch, links=links)
-            return cls(logdir, db, tailer, scratch, links)
+            db = Database(db_path, allowed_dirs=private, memory_limit=settings.memory_limit,
+                          temp_dir=spill / "duckdb", temp_max=spill_cap(settings, spill))
+            tailer = _tailer(db, logdir, settings, scratch, links)
+            return cls(logdir, db, tailer, scratch, links, spill)
         except BaseException:  # e.g. a mistake in keys.toml: let go of the file for the next try
             if db is not None:
                 db.close()
@@ -79,6 +102,8 @@ class Monitor:
     def close(self) -> None:
         self.db.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self.spill is not None:
+            shutil.rmtree(self.spill, ignore_errors=True)
         if self.links is not None:
             shutil.rmtree(self.links, ignore_errors=True)  # names only: the logs stay
 
@@ -87,3 +112,11 @@ class Monitor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _tailer(db: Database, logdir: Path, settings, scratch: Path, links: Path | None) -> Tailer:
+    # a damaged file can open and fail only here, where the tracked files are first read
+    try:
+        return Tailer(db, logdir, settings, scratch, links=links)
+    except duckdb.Error as exc:
+        raise CliffwatchError(unreadable(db.path, exc)) from None

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .alerts.delivery import DeliveryWorker
 from .alerts.worker import AlertWorker
+from .background import Background
 from .errors import CliffwatchError
 from .ingest.worker import IngestWorker
 from .monitor import Monitor
@@ -24,6 +25,8 @@ class ServerState:
     settings: object
     alerts: AlertWorker | None = None
     delivery: DeliveryWorker | None = None
+    diagnosis: Background | None = None  # live diagnosis (app/diagnose/worker.py)
+    tiles: Background | None = None  # chart tiles (app/read/tiles.py)
     # taken by /api/sql on the event loop and by the SQL page from its script thread
     adhoc_slots: Slots = field(default_factory=lambda: Slots(ADHOC_SLOTS))
 

@@ -42,6 +42,7 @@ import httpx
 import orjson
 
 from ..db import queries
+from ..db.database import DatabaseLost
 from ..errors import CliffwatchError
 from . import alertmanager, webhook
 from .answer import Answer, post, scrub
@@ -109,10 +110,13 @@ class DeliveryWorker:
 
     @property
     def failure(self) -> str | None:
-        """One line on a delivery lane that stopped on an error of ours, or None."""
-        stuck = [lane.target.label for lane in self.lanes if lane.troubled]
-        return (f"delivery to {', '.join(stuck)} stopped on an error; see the server log"
-                if stuck else None)
+        """One line on the delivery lanes that stopped on an error of ours (since when, the
+        last error), or None."""
+        now = time.monotonic()
+        stuck = [f"delivery to {lane.target.label} failing for {now - trouble[0]:.0f} s: "
+                 f"{trouble[1]}; retrying every {IDLE_S:.0f} s"
+                 for lane in self.lanes if (trouble := lane.trouble) is not None]
+        return "; ".join(stuck) or None
 
     def poke(self) -> None:
         """New outbox rows were committed (never blocks the caller)."""
@@ -191,7 +195,9 @@ class Lane:
         self.wake = threading.Event()
         self.ready_at = 0.0  # monotonic time the next request may start
         self.unrecorded: tuple[Head, Answer, float] | None = None
-        self.troubled = False  # a database problem was logged and has not cleared yet
+        # (time.monotonic() since, the last error, whether it was logged): a database problem
+        # or a bug, not cleared yet
+        self.trouble: tuple[float, str, bool] | None = None
         # Alertmanager only: when firing alerts are next re-sent (monotonic; 0: at start, as
         # Alertmanager may have forgotten them meanwhile), and whether the last re-send failed
         self.resends = worker.alertmanager and target.url is not None
@@ -217,28 +223,44 @@ class Lane:
     def _turn(self, client) -> float:
         """Record or send one thing if it is due; how long to wait before the next turn."""
         try:
-            if self.unrecorded:
-                self._record(*self.unrecorded)
-                return 0.0
-            head = self._head()
-            wait = IDLE_S if head is None else max(head.next_time - time.time(),
-                                                   self.ready_at - time.monotonic())
-            if wait > 0:
-                # nothing due in order: the time to keep Alertmanager's firing alerts active
-                return min(wait, self._resend(client)) if self.resends else wait
-            started = time.time()
-            answer = self._send(client, head)
-            self.ready_at = time.monotonic() + (self.worker.min_gap_s if client else 0.0)
-            self.unrecorded = (head, answer, started)
-            self._record(head, answer, started)
-            self.troubled = False
-            return 0.0
+            wait = self._step(client)
         except Exception as exc:  # a bug or the database: say so once, keep the thread alive
-            if not self.troubled:
+            self.worker.db.suspect(exc)  # an invalidated database: its keeper looks at once
+            error = self._safe(exc)[:300]
+            if self.trouble is not None:
+                self.trouble = (self.trouble[0], error, self.trouble[2])
+                return IDLE_S
+            told = not isinstance(exc, DatabaseLost)  # the database says why, once
+            if told:
                 log.error("delivery to %s stopped on %s; retrying every %.0f s",
-                          self.target.label, self._safe(exc), IDLE_S)
-            self.troubled = True
+                          self.target.label, error, IDLE_S)
+            self.trouble = (time.monotonic(), error, told)
             return IDLE_S
+        self._recovered()
+        return wait
+
+    def _step(self, client) -> float:
+        if self.unrecorded:
+            self._record(*self.unrecorded)
+            return 0.0
+        head = self._head()
+        wait = IDLE_S if head is None else max(head.next_time - time.time(),
+                                               self.ready_at - time.monotonic())
+        if wait > 0:
+            # nothing due in order: the time to keep Alertmanager's firing alerts active
+            return min(wait, self._resend(client)) if self.resends else wait
+        started = time.time()
+        answer = self._send(client, head)
+        self.ready_at = time.monotonic() + (self.worker.min_gap_s if client else 0.0)
+        self.unrecorded = (head, answer, started)
+        self._record(head, answer, started)
+        return 0.0
+
+    def _recovered(self) -> None:
+        if self.trouble is not None and self.trouble[2]:
+            log.warning("delivery to %s works again after %.0f s", self.target.label,
+                        time.monotonic() - self.trouble[0])
+        self.trouble = None
 
     def _head(self) -> Head | None:
         cur = self.worker.db.cursor()

@@ -22,17 +22,19 @@ RETRY_S = 2.0  # after a failed pass (logged once per episode)
 
 
 class AlertWorker(Background):
+    what = "alert rules"
+    log = log
+
     def __init__(self, db, rules, settings, targets, on_outbox=None, clock=time.time,
                  source: str | None = None):
-        self.db, self.rules, self.settings = db, list(rules), settings
+        self.rules, self.settings = list(rules), settings
         self.source = source  # where the rules came from, e.g. "runs/alerts.toml (3 rules)"
         self.target_ids = [t.id for t in targets]
         self.on_outbox, self.clock = on_outbox, clock
         self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
         self.engine: Engine | None = None
-        self.failure: str | None = None  # what is failing and being retried, None if healthy
         self.passes = 0
-        super().__init__("cliffwatch-alerts")
+        super().__init__("cliffwatch-alerts", db)
 
     def _loop(self) -> None:
         while not self.stopping:
@@ -43,6 +45,8 @@ class AlertWorker(Background):
             self.wake.clear()
 
     def _pass(self) -> bool:
+        if self.reopened():
+            self.engine = None  # its states and marks are read again from the tables
         try:
             if self.engine is None:  # built in this thread: its cursor is this thread's
                 self.engine = Engine(self.db, self.rules, self.target_ids, self.watch,
@@ -50,11 +54,9 @@ class AlertWorker(Background):
             queued = self.engine.evaluate(self.clock())
         except Exception as exc:  # the thread must go on
             self.engine = None  # rebuilt from the database at the next pass
-            if self.failure is None:
-                log.exception("alert rules failed; retrying")
-            self.failure = f"alert rules failing: {type(exc).__name__}: {exc}; retrying"
+            self.failed(exc)
             return False
-        self.failure = None
+        self.recovered()
         self.passes += 1
         if queued and self.on_outbox is not None:
             self.on_outbox()

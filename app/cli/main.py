@@ -23,6 +23,14 @@ def _logdir_args(parser: argparse.ArgumentParser, required: bool = True) -> None
     parser.add_argument("--db", type=Path, help="DuckDB file (default LOGDIR/.cliffwatch/)")
 
 
+def _rebuild_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rebuild", action="store_true",
+                        help="move the database file aside (kept as NAME.corrupt-TIME, never "
+                        "deleted) and read every log again into a new one, e.g. when the file "
+                        "is damaged; loses what only the database holds (alert history, "
+                        "silences, the delivery log)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     prog = "cliffwatch" if __package__.startswith("cliffwatch.") else "python -m app"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
@@ -34,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8501)
     serve.add_argument("--poll", action="store_true",
                        help="poll for changes (network filesystems without inotify)")
+    _rebuild_arg(serve)
     settings_mod.add_arguments(serve)
 
     ingest = sub.add_parser("ingest", help="read new lines into the database")
@@ -42,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="catch up and exit; without it, keep following the files (the "
                         "server does this too, and also answers queries)")
     ingest.add_argument("--poll", action="store_true", help="poll instead of inotify")
+    _rebuild_arg(ingest)
     settings_mod.add_arguments(ingest)
 
     sql = sub.add_parser("sql", help="run a read-only SQL query, or a named one (--query)")
@@ -116,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "rebuild", False):
+        _rebuild(args.logdir, args.db)
     if args.command == "serve":
         from ..server.serve import serve
 
@@ -159,6 +171,22 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(problem)
     print(f"{args.run_dir}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
     return 1 if problems else 0
+
+
+def _rebuild(logdir: Path, db: Path | None) -> None:
+    from ..db.database import REBUILD_LOSES, set_aside
+    from ..monitor import default_db
+
+    path = Path(db or default_db(Path(logdir).resolve()))
+    moved = set_aside(path)
+    if not moved:
+        print(f"cliffwatch: --rebuild: no database at {path} yet; reading the logs into a new "
+              "one", file=sys.stderr)
+        return
+    kept = ", ".join(str(p) for p in moved)
+    print(f"cliffwatch: --rebuild: the old database is kept as {kept} (delete it yourself once "
+          f"done with it); reading every log again into a new {path.name}, without what only "
+          f"the old one held: {REBUILD_LOSES}", file=sys.stderr)
 
 
 def _alerts(args: argparse.Namespace) -> int:

@@ -1,17 +1,36 @@
-"""The DuckDB file: opening it (with a clear message when another process holds it),
-migrations, and one cursor per thread.
+"""The DuckDB file: opening it (with a clear message when another process holds it or the file
+is damaged), migrations, one cursor per thread, and opening it again when DuckDB gives up on it.
 
 DuckDB allows one process to open a file for writing and no other process to read it at the
 same time, so the server opens it once and every thread works through its own cursor.
+
+DuckDB invalidates a database after a failure it cannot undo (a checkpoint that ran out of
+memory or disk, a rollback that could not pin a block): from then on every statement on every
+cursor fails with a FatalException. ``keep()`` starts a thread that notices (a probe a second,
+sooner when a worker calls ``suspect(exc)``), closes the connection and opens the file again,
+migrations and lock-down included. Nothing committed is lost (DuckDB replays its WAL), every
+thread gets a fresh cursor (``generation`` counts the openings) and each worker reloads what it
+keeps in memory from the tables. Until the file is open again ``cursor()`` raises
+``DatabaseLost``, whose message is what /api/health shows::
+
+    the database was invalidated by DuckDB after a write found no disk space (IOException:
+    Could not write file ".../cliffwatch.duckdb": No space left on device): the disk holding
+    /data/runs/.cliffwatch has 0 B free of 8.0 GiB; free space there; it reopens by itself ...
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import re
+import shutil
 import threading
 import time
+import weakref
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -22,6 +41,138 @@ from . import queries
 
 log = logging.getLogger("cliffwatch.db")
 _LOCK_PID = re.compile(r"PID (\d+)")
+PROBE_S = 1.0  # the keeper's look when no worker reported anything
+REOPEN_MAX_S = 16.0  # longest wait between two reopenings of one episode
+QUIET_S = 60.0  # invalidated again this soon after a reopening: the same episode, not logged
+CLOSE_WAIT_S = 0.02  # between tries to close a connection a thread is still inside
+# after a write found no disk space, the file is opened again only once this much more is free
+# (a reopening on a full disk replays the WAL and is invalidated again at the first checkpoint)
+ROOM_BACK_BYTES, ROOM_BACK_SHARE = 16 * 2**20, 0.01  # whichever is less
+FULL_RETRY_S = 60.0  # ... or this long after the last try (the room may have come meanwhile)
+_NO_SPACE = ("no space left", "disk is full", "disk quota")
+_TOO_LARGE = "file too large"  # EFBIG: the filesystem's largest file, or `ulimit -f`
+_NO_MEMORY = ("out of memory", "could not allocate", "failed to pin", "failed to allocate")
+# what DuckDB says when the file itself cannot be read back as a database
+_DAMAGED = ("not a valid duckdb database", "corrupt database file", "could not read enough bytes",
+            "checksum", "serialization error", "failed to deserialize")
+# what only the database holds: the rest is read again from the logs
+REBUILD_LOSES = ("alert history (states, transitions, notifications), silences, the delivery "
+                 "log and messages not yet delivered")
+
+
+class DatabaseLost(CliffwatchError):
+    """The database is being opened again after DuckDB invalidated it (status 503)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, status=503)
+
+
+def invalidated(error: BaseException | str | None) -> bool:
+    """DuckDB gave up on the database: every statement fails until it is opened again."""
+    if isinstance(error, duckdb.FatalException):
+        return True
+    return error is not None and "database has been invalidated" in str(error)
+
+
+def damaged(error: BaseException | str | None) -> bool:
+    """The file itself does not read back as a database: the logs must be read again."""
+    text = str(error or "").lower()
+    return any(s in text for s in _DAMAGED)
+
+
+def rebuild_advice(path: Path | str | None = None) -> str:
+    where = f" {path}" if path else ""
+    return (f"the database file{where} is damaged. The logs are the source of truth: stop the "
+            f"monitor and start it with --rebuild (`{COMMAND} serve --logdir DIR --rebuild`, or "
+            "`ingest --rebuild`), which moves the file aside (never deletes it) and reads the "
+            f"logs again; a rebuild loses what only the database holds: {REBUILD_LOSES}")
+
+
+def loss_cause(error: BaseException | str, folder: Path | None = None) -> str:
+    """Why DuckDB invalidated the database, with what to do: the disk, named with its free
+    space, when a write found none; the memory limit when it ran out of memory."""
+    text = str(error)
+    original = text.split("Original error:", 1)[-1].strip().strip('"')
+    detail = " ".join(original.split("\n\n")[0].split())[:300]
+    lower = original.lower()
+    if no_space(original):
+        folder = folder or _written_folder(original)
+        return (f"the database was invalidated by DuckDB after a write found no disk space "
+                f"({detail}): {disk_room(folder)}; free space there (or pass --db on a bigger "
+                "disk)")
+    if _TOO_LARGE in lower:
+        return (f"the database was invalidated by DuckDB after a write went past the largest "
+                f"file allowed ({detail}): the filesystem's limit, or this process's `ulimit "
+                "-f`; raise it, or pass --db on another filesystem")
+    if any(s in lower for s in _NO_MEMORY):
+        return (f"the database was invalidated by DuckDB after it ran out of memory ({detail}); "
+                "raise --memory-limit if this comes back")
+    return f"the database was invalidated by DuckDB ({detail})"
+
+
+def no_space(error: BaseException | str) -> bool:
+    return any(s in str(error).lower() for s in _NO_SPACE)
+
+
+def _free(folder: Path) -> tuple[int, int] | None:
+    try:
+        usage = shutil.disk_usage(folder)
+    except OSError:
+        return None
+    return usage.free, usage.total
+
+
+def disk_room(folder: Path | None) -> str:
+    room = _free(folder) if folder is not None else None
+    if room is None:
+        return f"the disk holding {folder or 'the database'} is full"
+    return f"the disk holding {folder} has {_size(room[0])} free of {_size(room[1])}"
+
+
+def _written_folder(text: str) -> Path | None:
+    match = re.search(r'file "([^"]+)"', text)
+    return Path(match.group(1)).parent if match else None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@dataclass
+class Lost:
+    """An episode of an invalidated database: since when, why, how the reopening goes."""
+
+    since: float  # time.monotonic() of the first invalidation of the episode
+    cause: str
+    tries: int = 0  # reopenings that failed since the last invalidation
+    last_error: str | None = None  # why the last reopening failed
+    disk: Path | None = None  # a write found no space on this folder's disk ...
+    free_at: int = 0  # ... which then had this many bytes free
+    tried_at: float = 0.0  # time.monotonic() of the last reopening tried
+
+    def room_back(self) -> bool:
+        """False while the disk that was full has not gained room since (always True for
+        another cause), unless the last try is FULL_RETRY_S old."""
+        if self.disk is None or time.monotonic() - self.tried_at > FULL_RETRY_S:
+            return True
+        now = _free(self.disk)
+        return now is None or now[0] > self.free_at + min(ROOM_BACK_BYTES,
+                                                           ROOM_BACK_SHARE * now[1])
+
+    def message(self) -> str:
+        waited = f"{time.monotonic() - self.since:.0f} s"
+        if not self.room_back():
+            how = f"by itself once its disk has room (waiting for {waited})"
+        else:
+            how = f"by itself (for {waited}" + (
+                f"; reopening failed {self.tries} time(s), last: {self.last_error})"
+                if self.tries else ")")
+        return (f"{self.cause}; it is being opened again {how}: nothing stored is lost, every "
+                "worker resumes from what it committed")
 
 
 class Database:
@@ -33,6 +184,8 @@ class Database:
         allowed_dirs: list[str] | tuple[str, ...] = (),
         memory_limit: str = "256MB",
         wait_s: float = 10.0,
+        temp_dir: Path | None = None,
+        temp_max: str | None = None,
     ):
         self.path = Path(path)
         self.read_only = read_only
@@ -42,20 +195,55 @@ class Database:
                 f"or start `{COMMAND} serve --logdir DIR` first"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = _connect(self.path, read_only, wait_s)
-        queries.execute(self.con, "db/memory_limit", {"limit": memory_limit})
-        queries.execute(self.con, "db/allocator_background_threads")
-        if not read_only:
-            migrate(self.con)
-        _lock_down(self.con, allowed_dirs)
+        self.allowed_dirs, self.memory_limit = list(allowed_dirs), memory_limit
+        self.temp_dir, self.temp_max = temp_dir, temp_max
+        self.generation = 0  # openings after the first: a cursor of an older one is closed
+        self.lost: Lost | None = None
         self._local = threading.local()
+        self._lock = threading.Lock()  # guards con, generation and lost together
+        self._cursors: weakref.WeakSet = weakref.WeakSet()  # interrupted at a reopening
+        self._wake, self._closing = threading.Event(), threading.Event()
+        self._keeper: threading.Thread | None = None
+        self._reopened_at: float | None = None
+        self._delay = 0.0  # before the next reopening; grows while reopenings do not hold
+        self.con = self._open(wait_s)
+
+    def _open(self, wait_s: float) -> duckdb.DuckDBPyConnection:
+        con = _connect(self.path, self.read_only, wait_s)
+        try:
+            queries.execute(con, "db/memory_limit", {"limit": self.memory_limit})
+            queries.execute(con, "db/allocator_background_threads")
+            if self.temp_dir is not None:
+                queries.execute(con, "db/temp_directory", {"dir": str(self.temp_dir)})
+            if self.temp_max:
+                queries.execute(con, "db/max_temp_directory_size", {"size": self.temp_max})
+            if not self.read_only:
+                migrate(con)
+            _lock_down(con, self.allowed_dirs)
+        except duckdb.Error as exc:
+            con.close()
+            raise CliffwatchError(unreadable(self.path, exc)) from None
+        except BaseException:
+            con.close()
+            raise
+        return con
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor (DuckDB connections must not be shared between threads)."""
-        self._retire_set_aside()
-        cur = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self._local.cursor = self.con.cursor()
+        local = self._local
+        if getattr(local, "generation", None) == self.generation:
+            self._retire_set_aside()
+            cur = local.cursor
+            if cur is not None:
+                return cur
+        with self._lock:
+            if self.lost is not None:
+                raise DatabaseLost(self.lost.message())
+            if getattr(local, "generation", None) != self.generation:
+                local.aside = []  # closed with the connection they came from
+            cur = local.cursor = self.con.cursor()
+            local.generation = self.generation
+            self._cursors.add(cur)
         return cur
 
     def reset_cursor(self) -> None:
@@ -74,7 +262,10 @@ class Database:
         every later statement: this thread gets a fresh one (``reset_cursor``)."""
         try:
             cur.rollback()
-        except Exception:
+        except Exception as exc:
+            if invalidated(exc):
+                self.suspect(exc)  # the keeper opens the file again: no cursor to set aside
+                return
             log.warning("rollback failed; opening a fresh database cursor", exc_info=True)
             self.reset_cursor()
 
@@ -95,8 +286,120 @@ class Database:
         """Run a named query on this thread's cursor; returns the DuckDB result."""
         return queries.execute(self.cursor(), name, params, identifiers)
 
+    # ---- keeping it open ------------------------------------------------------------------
+
+    def keep(self) -> None:
+        """Start the thread that opens the file again whenever DuckDB invalidates it (the
+        server and ``ingest`` without --once; a one-shot command just reports and exits)."""
+        if self._keeper is not None:
+            return
+        self._keeper = threading.Thread(target=self._keep, name="cliffwatch-db", daemon=True)
+        self._keeper.start()
+
+    def suspect(self, error: BaseException | str | None) -> bool:
+        """A worker's statement failed with ``error``: True when that means the database was
+        invalidated (then the keeper looks at once instead of at its next probe)."""
+        if not invalidated(error):
+            return False
+        self._wake.set()
+        return True
+
+    @property
+    def failure(self) -> str | None:
+        """One line on the database being opened again, or None while it is open."""
+        lost = self.lost
+        return None if lost is None else lost.message()
+
+    def _keep(self) -> None:
+        while not self._closing.is_set():
+            self._wake.wait(PROBE_S)
+            self._wake.clear()
+            if self._closing.is_set():
+                return
+            try:
+                queries.execute(self.cursor(), "db/probe").fetchall()
+            except duckdb.Error as exc:
+                if invalidated(exc):
+                    self._reopen(exc)
+            except CliffwatchError:
+                pass  # a reopening under way in this thread cannot be; nothing to do
+            if self._reopened_at is not None \
+                    and time.monotonic() - self._reopened_at > QUIET_S:
+                self._delay, self._reopened_at = 0.0, None  # it held: the episode is over
+
+    def _reopen(self, error: duckdb.Error) -> None:
+        """Close the invalidated connection (its cursors with it) and open the file again,
+        retrying with a growing pause until it opens or the database is closed."""
+        again = self._reopened_at is not None  # invalidated again soon after a reopening
+        lost = Lost(time.monotonic(), loss_cause(error, self.path.parent))
+        if no_space(error):
+            lost.disk, lost.free_at = self.path.parent, (_free(self.path.parent) or (0, 0))[0]
+            lost.tried_at = lost.since
+        with self._lock:
+            self.lost, old = lost, self.con
+            self.generation += 1  # no thread keeps using a cursor of the old connection
+        if not again:
+            log.error("%s; opening it again", lost.cause)
+        self._close(old)
+        while not self._closing.wait(self._delay):
+            if not lost.room_back():
+                self._delay = PROBE_S  # the disk is looked at every second meanwhile
+                continue
+            self._delay = min(max(1.0, 2 * self._delay), REOPEN_MAX_S)
+            lost.tried_at = time.monotonic()
+            try:
+                con = self._open(wait_s=0.0)
+            except Exception as exc:  # the keeper must go on trying
+                if not lost.tries:
+                    log.warning("cannot open the database again yet (%s); retrying with "
+                                "backoff up to %.0f s", exc, REOPEN_MAX_S)
+                lost.tries, lost.last_error = lost.tries + 1, str(exc).split("\n")[0][:300]
+                continue
+            with self._lock:
+                self.con, self.lost = con, None
+                self.generation += 1
+            if not again:
+                log.warning("database open again after %.1f s; every worker resumes from what "
+                            "it stored", time.monotonic() - lost.since)
+            self._reopened_at = time.monotonic()
+            return
+
+    def _close(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Close ``con``, interrupting the threads still inside a call on one of its cursors
+        (DuckDB refuses to close a connection in use, and a statement on an invalidated
+        database returns at once or at its next interrupt check)."""
+        while True:
+            try:
+                con.close()
+                return
+            except duckdb.ResourceInUseException:
+                for cur in list(self._cursors):
+                    with contextlib.suppress(duckdb.Error):
+                        cur.interrupt()
+                if self._closing.wait(CLOSE_WAIT_S):
+                    return
+            except duckdb.Error:
+                return  # closed already
+
     def close(self) -> None:
-        self.con.close()
+        self._closing.set()
+        self._wake.set()
+        if self._keeper is not None:
+            self._keeper.join(timeout=10)
+        with contextlib.suppress(duckdb.ConnectionException):
+            self.con.close()
+
+
+def unreadable(path: Path, exc: BaseException) -> str:
+    """What to say when the file opens but cannot be read or set up."""
+    first = " ".join(str(exc).split("\n\n")[0].split())[:300]
+    if damaged(exc):
+        return f"cannot read database {path} ({first}): {rebuild_advice()}"
+    if no_space(exc):
+        return f"cannot open database {path} ({first}): {disk_room(path.parent)}; free space there"
+    return (f"cannot open database {path} ({first}); if the file is damaged, start with "
+            f"--rebuild: it moves the file aside and reads the logs again (a rebuild loses "
+            f"{REBUILD_LOSES})")
 
 
 def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
@@ -106,10 +409,12 @@ def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConne
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
-                raise CliffwatchError(f"cannot open database {path}: {exc}") from None
+                raise CliffwatchError(unreadable(path, exc)) from None
             if time.monotonic() >= deadline:
                 raise CliffwatchError(_lock_message(path, str(exc))) from None
             time.sleep(0.2)
+        except duckdb.Error as exc:  # a damaged file can fail as a checksum or format error
+            raise CliffwatchError(unreadable(path, exc)) from None
 
 
 def _lock_message(path: Path, detail: str) -> str:
@@ -120,6 +425,37 @@ def _lock_message(path: Path, detail: str) -> str:
         f"with --logdir so it talks to the server over HTTP; otherwise stop that process or "
         f"pass --db with another file."
     )
+
+
+def set_aside(path: Path) -> list[Path]:
+    """``--rebuild``: move the database file (and its WAL) aside, never deleting them, so the
+    next opening starts empty and ingest reads every log again; returns the new names. Refused
+    while another process holds the file."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    _check_unheld(path)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    moved = []
+    for old in (path, path.with_name(path.name + ".wal")):
+        if old.exists():
+            new = old.with_name(f"{path.name}.corrupt-{stamp}{old.name[len(path.name):]}")
+            os.rename(old, new)
+            moved.append(new)
+    return moved
+
+
+def _check_unheld(path: Path) -> None:
+    """DuckDB holds its file with an fcntl write lock: ask for the same lock, without opening
+    the file as a database (which could write to a damaged one)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise CliffwatchError(f"database {path} is in use by another process (a running "
+                              "server?); stop it before --rebuild") from None
+    finally:
+        os.close(fd)  # lets go of the lock too
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:

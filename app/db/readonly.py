@@ -53,8 +53,10 @@ import pyarrow as pa
 
 from ..command import COMMAND
 from ..errors import CliffwatchError
+from ..ingest.memory import limit_bytes
 from ..settings import Settings
 from . import queries
+from .database import damaged, invalidated, loss_cause, rebuild_advice
 from .functions import check_functions, check_scans
 from .statement import read_statement
 
@@ -64,6 +66,15 @@ from .statement import read_statement
 _BATCH_ROWS = 32
 # one in-memory DuckDB per thread, to turn kept Arrow rows into Python values
 _SCRATCH = threading.local()
+# Ad-hoc queries are stopped once DuckDB as a whole holds more than this share of its memory
+# limit in memory it cannot spill (aggregate states: list(), string_agg(); tag ALLOCATOR).
+# The rest stays for ingest's writes and, above all, their rollbacks: a rollback that cannot
+# pin a block invalidates the database (issue 18, finding 6: two loops of `len(list(random()))`
+# over 30 M rows did, in 4 of 6 runs at 256MB). Sorts, joins and hash tables are not counted:
+# DuckDB spills them (to --max-temp-size) when a write needs the room. No DuckDB setting caps
+# one connection's memory (operator_memory_limit bounds sorts and hash tables, not list()).
+ADHOC_MEMORY_SHARE = 1 / 2
+GUARD_S = 0.02  # how often the guard looks at a running query's memory (0.3 ms a look)
 # integers orjson writes as numbers: int64 and uint64
 _INT_MIN, _UINT_MAX = -(2**63), 2**64 - 1
 # physical operators (DuckDB 2.0 names, as EXPLAIN shows them) that change a file, the
@@ -131,7 +142,7 @@ def run_readonly(cursor: duckdb.DuckDBPyConnection, sql: str, *, params: dict | 
                  max_bytes: int = Settings.sql_max_bytes) -> SqlResult:
     statement = read_statement(sql)
     started = time.perf_counter()
-    guard = _Deadline(cursor, time_limit)
+    guard = _Guard(cursor, time_limit)
     _begin_read_only(cursor)
     reader = None
     try:
@@ -143,6 +154,8 @@ def run_readonly(cursor: duckdb.DuckDBPyConnection, sql: str, *, params: dict | 
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             kept, truncated = _fetch(reader, max_rows, max_bytes)
     except (duckdb.Error, OSError) as exc:  # pyarrow reports DuckDB's errors as OSError
+        if guard.over_memory is not None:
+            raise CliffwatchError(_memory_message(*guard.over_memory)) from None
         if isinstance(exc, duckdb.InterruptException) or "INTERRUPT Error" in str(exc):
             raise CliffwatchError(f"query exceeded {time_limit:g} s and was stopped; raise "
                                   "--sql-time-limit or narrow the query (WHERE run = ...)",
@@ -206,27 +219,72 @@ def _begin_read_only(cursor) -> None:
                               "the query was not run, send it again", status=503) from None
 
 
-class _Deadline:
-    """Interrupts the cursor if the block runs past the limit, and never afterwards (an
-    interrupt sent to an idle connection would hit its next query)."""
+class _Guard:
+    """Interrupts the cursor if the block runs past the time limit, or once DuckDB holds more
+    than ``ADHOC_MEMORY_SHARE`` of its memory limit in memory it cannot spill (``over_memory``
+    then says how much), and never afterwards (an interrupt sent to an idle connection would
+    hit its next query). The memory is read through a cursor of its own: DuckDB refuses a
+    second call on a busy one."""
 
     def __init__(self, cursor, limit: float):
-        self.cursor, self.lock, self.active = cursor, threading.Lock(), False
-        self.timer = threading.Timer(limit, self._fire)
+        self.cursor, self.limit, self.lock, self.active = cursor, limit, threading.Lock(), False
+        self.over_memory: tuple[int, str] | None = None  # (bytes held, the limit as shown)
+        self.done = threading.Event()
+        self.probe = None
+        self.thread = threading.Thread(target=self._watch, name="cliffwatch-sql-guard",
+                                       daemon=True)
 
-    def _fire(self) -> None:
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.limit
+        try:
+            while not self.done.wait(max(0.0, min(GUARD_S, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    self._stop()
+                    return
+                held = _memory_held(self.probe)
+                if held is not None:
+                    self.over_memory = held
+                    self._stop()
+                    return
+        finally:
+            with contextlib.suppress(duckdb.Error):
+                self.probe.close()
+
+    def _stop(self) -> None:
         with self.lock:
             if self.active:
                 self.cursor.interrupt()
 
     def __enter__(self):
+        self.probe = self.cursor.cursor()
         self.active = True
-        self.timer.start()
+        self.thread.start()
 
     def __exit__(self, *exc):
         with self.lock:
             self.active = False
-        self.timer.cancel()
+        self.done.set()
+
+
+def _memory_held(probe) -> tuple[int, str] | None:
+    """(bytes DuckDB holds that it cannot spill, its limit as shown) when past the ad-hoc
+    share, else None."""
+    try:
+        used, limit = queries.execute(probe, "db/memory_use").fetchone()
+    except duckdb.OutOfMemoryException:
+        return (-1, "memory limit")  # not even this look fits: memory is gone
+    except duckdb.Error:
+        return None  # closed or invalidated: the query's own error says so
+    cap = limit_bytes(limit.replace(" ", ""))
+    return (used, limit) if cap and used > ADHOC_MEMORY_SHARE * cap else None
+
+
+def _memory_message(used: int, limit: str) -> str:
+    held = f"{used / 2**20:.1f} MiB of its {limit}" if used >= 0 else "all of its memory"
+    return (f"query stopped: it made the monitor's database hold {held} (--memory-limit) in "
+            "values it cannot spill to disk (list(), string_agg(), ...), and ad-hoc queries may "
+            "take only half, so that ingest and alerts always have room; narrow the query "
+            "(WHERE run = ..., fewer rows into list() or string_agg()) or raise --memory-limit")
 
 
 def _rollback(cursor) -> None:
@@ -240,6 +298,8 @@ def _rollback(cursor) -> None:
 
 def _status(exc: duckdb.Error) -> int:
     text = str(exc)
+    if invalidated(exc) or _reopened(exc):
+        return 503  # the database is being opened again: the same query will run
     refused = ("read-only" in text or "Permission" in text
                or "configuration has been locked" in text)
     return 403 if refused else 400
@@ -247,10 +307,16 @@ def _status(exc: duckdb.Error) -> int:
 
 def _describe(exc: Exception, params: dict | None = None) -> str:
     text = str(exc).strip()
-    if isinstance(exc, duckdb.FatalException) or "database has been invalidated" in text:
-        return ("the database stopped after an earlier failure (often memory: raise "
-                "--memory-limit) and must be reopened: restart the server; nothing is lost, "
-                "ingest resumes from what it committed")
+    if invalidated(exc):
+        return (f"{loss_cause(exc)}; it is being opened again by itself: send the query again "
+                "in a few seconds (nothing stored is lost)")
+    if _reopened(exc):
+        return "the database was opened again while this query ran; send it again"
+    if damaged(exc):
+        return f"{text.split(chr(10))[0]}: {rebuild_advice()}"
+    if "max_temp_directory_size" in text:
+        return ("this query needs more spill space on disk than --max-temp-size allows; narrow "
+                "the query (WHERE run = ..., LIMIT) or raise --max-temp-size")
     if "read-only" in text:
         return "this query tries to write; only read queries are allowed"
     if "configuration has been locked" in text:
@@ -266,6 +332,11 @@ def _describe(exc: Exception, params: dict | None = None) -> str:
                 f"case included); list its metrics with `{COMMAND} sql --query run_columns "
                 f"--param run={run}`")
     return text.split("\n\n")[0]
+
+
+def _reopened(exc: Exception) -> bool:
+    # the query's cursor was closed with the invalidated connection it came from
+    return isinstance(exc, duckdb.ConnectionException) and "closed" in str(exc)
 
 
 def jsonable(value):

@@ -14,18 +14,26 @@ IDLE_S = 2.0  # look again this often even without new rows (a missed wake-up co
 
 
 class DiagnosisWorker(Background):
+    what = "live diagnosis"
+    log = log
+
     def __init__(self, db, settings):
-        self.live = LiveDiagnosis(db, Watch(settings.loss_metrics, settings.accuracy_metrics))
+        self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+        self.live = LiveDiagnosis(db, self.watch)
         self.listeners: list = []  # called (in this thread) after incidents were stored
-        super().__init__("cliffwatch-diagnose")
+        super().__init__("cliffwatch-diagnose", db)
 
     def _loop(self) -> None:
         while not self.stopping:
+            if self.reopened():  # judged from the start, as after a restart
+                self.live = LiveDiagnosis(self.db, self.watch)
             try:
                 changed = self.live.update()
-            except Exception:
-                log.exception("live diagnosis failed; retrying")
+            except Exception as exc:  # the thread must go on
+                self.failed(exc)
                 changed = 0
+            else:
+                self.recovered()
             for listener in self.listeners if changed else ():
                 listener()
             self.wake.wait(IDLE_S)

@@ -14,6 +14,10 @@ a stuck database)::
 
     "ingest of demo/metrics.jsonl failing for 12 s: OutOfMemoryException: ...; retrying"
     "ingest failing: stuck for 45 s in one tick (a file or the database does not answer); ..."
+
+When DuckDB invalidates the database, the database's keeper opens it again (database.py); the
+next tick then starts from a new tailer that knows only what the database holds, as after a
+restart, and looks at every file: each line still arrives once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
+from ..db.database import DatabaseLost, damaged, rebuild_advice
 from .activity import Activity, Changes
 from .backoff import describe
 from .tail import Tailer
@@ -59,9 +64,11 @@ class IngestWorker:
         self.tick_error: str | None = None  # a tick that failed outside any one file
         self.tick_started: float | None = None  # time.monotonic() of the tick under way
         self.stuck_after_s = STUCK_S
+        self.generation = tailer.db.generation  # the database opening the tailer reads
 
     def start(self) -> None:
         pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
+        self.tailer.db.keep()  # a following ingest outlives an invalidated database
         self.tailer.tick(discover=True)  # catch up (one budget per file) before serving
         self.watching.start()
         self.activity.everything()  # what changed before the watches were set: one full look
@@ -77,6 +84,18 @@ class IngestWorker:
     @property
     def failure(self) -> str | None:
         """One line on what ingest is failing at and retrying, or None when healthy."""
+        failure = self._failure()
+        if failure is not None and damaged(failure):
+            return f"{failure}; {rebuild_advice()}"
+        return failure
+
+    def _failure(self) -> str | None:
+        lost = self.tailer.db.failure
+        if lost is not None:
+            return f"ingest paused: {lost}"
+        if self.tailer.fatal is not None:  # seen by the tailer before the keeper's look
+            return ("ingest paused: DuckDB invalidated the database; it is being opened again "
+                    "by itself (database_error in /api/health says why)")
         started = self.tick_started
         if started is not None and time.monotonic() - started > self.stuck_after_s:
             return (f"ingest failing: stuck for {time.monotonic() - started:.0f} s in one tick "
@@ -120,16 +139,32 @@ class IngestWorker:
         file is logged once per episode, not per tick."""
         self.tick_started = time.monotonic()
         try:
+            if self.tailer.db.generation != self.generation:
+                changes = self._reopened()  # every file and folder, whatever events said
             if changes and changes.created and self.watching.check(sorted(changes.created)):
                 changes.everything = True  # watching changed: events may have been missed
             rows = self.tailer.tick(changes=changes or None)
         except Exception as exc:  # the thread must go on
-            if self.tick_error is None:
+            expected = isinstance(exc, DatabaseLost) or self.tailer.db.suspect(exc)
+            if not expected and self.tick_error is None:  # the database's episode is logged
                 log.exception("ingest tick failed; retrying every tick")
             self.tick_error = f"ingest tick failing: {describe(exc)}; retrying"
             self.activity.everything()  # what the events named is not lost with the tick
             return 0
         finally:
             self.tick_started = None
+        if self.tailer.fatal is not None:
+            self.tailer.db.suspect(self.tailer.fatal)  # the keeper opens the file again
         self.tick_error = None
         return rows
+
+    def _reopened(self) -> Changes:
+        """The database was opened again: what this process kept of each file (offsets,
+        unfinished lines, backoffs) may be ahead of what was committed. A new tailer reads it
+        all back from the tables, as a restart would, and this tick looks at every file."""
+        generation, old = self.tailer.db.generation, self.tailer
+        self.tailer = Tailer(old.db, old.logdir, old.settings, old.scratch,
+                             fast_path=old.fast_path, links=old.links)
+        self.generation = generation
+        log.warning("ingest resumes from the offsets stored in the database opened again")
+        return Changes(everything=True)  # discover too: folders may have come meanwhile

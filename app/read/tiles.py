@@ -112,21 +112,27 @@ class TileWorker(Background):
     and each pass asks only which files got lines past it (a pass with nothing new reads no
     stored block). A file stays on its list until it has less than a tile waiting."""
 
+    what = "chart tiles"
+    log = log
+
     def __init__(self, db):
-        self.db = db
         self.listeners: list = []  # called (in this thread) after tiles were stored
         self.since: int | None = None  # the newest rowid seen; None: not started
         self.due: set[int] = set()  # files that may have a tile's worth of lines to roll
-        super().__init__("cliffwatch-tiles")
+        super().__init__("cliffwatch-tiles", db)
 
     def _loop(self) -> None:
         while not self.stopping:
+            if self.reopened():
+                self.since = None  # the marks are read again from the database opened again
             try:
                 rolled = self._pass()
-            except Exception:
-                log.exception("rolling chart tiles failed; retrying")
+            except Exception as exc:  # the thread must go on
+                self.failed(exc)
                 self.since = None  # look at every file again: nothing is missed
                 rolled = 0
+            else:
+                self.recovered()
             for listener in self.listeners if rolled else ():
                 listener()
             if not rolled:  # more may be waiting right away after a full chunk

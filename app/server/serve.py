@@ -46,7 +46,9 @@ log = logging.getLogger("cliffwatch.server")
 
 
 def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard,
-          rules: tuple[list, str] | None = None):
+          rules: tuple[list, str] | None = None, monitor: Monitor | None = None):
+    """The app; ``monitor``: the database opened already (``serve`` opens it before it prints
+    the URL, so a damaged file stops it with a message instead of a traceback after)."""
     import streamlit as st
     from starlette.middleware import Middleware
 
@@ -55,7 +57,8 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
-        monitor = Monitor.open(logdir, settings, db_path)
+        nonlocal monitor
+        monitor = monitor or Monitor.open(logdir, settings, db_path)
         worker = IngestWorker(monitor.tailer, settings, poll=poll)
         worker.start()
         diagnosis = DiagnosisWorker(monitor.db, settings)
@@ -74,7 +77,8 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
         delivery.start()
         alerts.start()
         state.set_current(state.ServerState(monitor, worker, settings, alerts=alerts,
-                                            delivery=delivery))
+                                            delivery=delivery, diagnosis=diagnosis,
+                                            tiles=tiles))
         info = server_file(db_path)
         write_server_file(info, {"pid": os.getpid(), "url": url, "logdir": str(monitor.logdir)})
         log.warning("cliffwatch serving %s at %s", monitor.logdir, url)
@@ -129,6 +133,17 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     print(f"cliffwatch: watching {logdir}, database {db_path}", file=sys.stderr)
     print(f"cliffwatch settings: {describe(settings)}", file=sys.stderr)
     rules = check_alerts(settings, logdir, url)
+    # a damaged database file stops here, with what to do, before the URL is announced
+    with Monitor.open(logdir, settings, db_path) as monitor:  # closed again after the lifespan
+        _announce(url, token, settings)
+        app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules,
+                    monitor=monitor)
+        sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
+        quieter_streamlit_polling()
+        app.run(config=_streamlit_config(host, port, guard))
+
+
+def _announce(url: str, token: str | None, settings) -> None:
     if token and not settings.token:
         # generated, so the user can only learn it here (as Jupyter does)
         print(f"cliffwatch: dashboard and API at {url}/?token={token}", file=sys.stderr)
@@ -138,17 +153,17 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     if token:
         print(f"cliffwatch: a browser's sign-in lasts {settings.session_hours:g} h "
               f"(--session-hours); sign out at {url}{LOGOUT}", file=sys.stderr)
-    app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules)
-    sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
-    quieter_streamlit_polling()
-    app.run(config={"server.port": port, "server.address": host, "server.headless": True,
-                    "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
-                    "global.developmentMode": False, "client.toolbarMode": "minimal",
-                    # a bug of ours shows its type on the page; the trace goes to the log
-                    "client.showErrorDetails": "type",
-                    # our line above names the URL (with its token); Streamlit's would not,
-                    # and for a wildcard bind it asks a web service for the external address
-                    "logger.hideWelcomeMessage": True, **streamlit_protection(guard)})
+
+
+def _streamlit_config(host: str, port: int, guard: Guard) -> dict:
+    return {"server.port": port, "server.address": host, "server.headless": True,
+            "browser.gatherUsageStats": False, "server.fileWatcherType": "none",
+            "global.developmentMode": False, "client.toolbarMode": "minimal",
+            # a bug of ours shows its type on the page; the trace goes to the log
+            "client.showErrorDetails": "type",
+            # our line above names the URL (with its token); Streamlit's would not, and for
+            # a wildcard bind it asks a web service for the external address
+            "logger.hideWelcomeMessage": True, **streamlit_protection(guard)}
 
 
 def write_server_file(info: Path, payload: dict) -> None:

@@ -45,20 +45,16 @@ def _count(server, sql: str) -> int:
             from None
 
 
-def _restarted_if_invalidated(server, make_server, logs):
-    """DuckDB can invalidate its database when a write's rollback itself runs out of memory
-    (seen now and then at this 48 MB limit under a loaded machine): ingest then stops and
-    /api/health says to restart. The promise is still kept if it holds after that restart:
-    every line stored once, none skipped. Anything else fails the test as before."""
-    health = httpx.get(server.url + "/api/health", timeout=10).text  # an error says it too
-    if "invalidated" not in health:
-        return server
-    print("database invalidated under memory pressure; restarting:", health[:300])
-    server.stop()
-    return make_server(logs, "--memory-limit", "48MB")
+def _health(server) -> dict:
+    return httpx.get(server.url + "/api/health", timeout=10).json()
 
 
-def test_heavy_queries_never_make_ingest_skip_a_line(tmp_path, make_server):
+def test_heavy_queries_never_blind_the_monitor(tmp_path, make_server):
+    """Two loops of a query that holds memory (list() over 30 M rows) while 3,000 lines arrive,
+    at a small memory limit, and no restart: every line is stored once, none is skipped, and
+    health comes back to ok. Such a query is stopped while DuckDB holds two thirds of its
+    limit; if DuckDB invalidates the database anyway, the server opens it again by itself
+    (issue 18, finding 6: it stopped storing anything until a restart, in 4 of 6 runs)."""
     logs = tmp_path / "logs"
     run = logs / "r"
     run.mkdir(parents=True)
@@ -83,28 +79,17 @@ def test_heavy_queries_never_make_ingest_skip_a_line(tmp_path, make_server):
         stop.set()
         for thread in hammers:
             thread.join(timeout=60)
-    server = _restarted_if_invalidated(server, make_server, logs)
     stored = []
     # a file that kept running out of memory waits out its backoff (up to MAX_DELAY_S) before
     # its next try, however soon the pressure ended
     try:
         wait_for(lambda: stored.append(_count(server, "SELECT count(*) FROM metrics_all"))
                  or stored[-1] >= 3001, timeout=2 * MAX_DELAY_S + 10)
+        wait_for(lambda: _health(server)["state"] == "ok", timeout=30)
     except AssertionError:
-        health = httpx.get(server.url + "/api/health", timeout=10).text
-        if "Conflict on update" not in health:
-            log = Path(server.log.name).read_text(errors="replace")[-3000:]
-            raise AssertionError(f"stored {stored[-3:]} of 3001; health {health}\nserver "
-                                 f"log:\n{log}") from None
-        # A known defect (see _restarted_if_invalidated): a write whose rollback ran out of
-        # memory leaves its transaction open, holding the memory its rollback needs, and
-        # ingest's next writes conflict with it until a restart. Nothing is lost: checked
-        # after the restart.
-        print("ingest stuck on a transaction DuckDB could not roll back; restarting")
-        server.stop()
-        server = make_server(logs, "--memory-limit", "48MB")
-        wait_for(lambda: _count(server, "SELECT count(*) FROM metrics_all") >= 3001, timeout=30)
-        stored.append(_count(server, "SELECT count(*) FROM metrics_all"))
+        log = Path(server.log.name).read_text(errors="replace")[-3000:]
+        raise AssertionError(f"stored {stored[-3:]} of 3001; health {_health(server)}\n"
+                             f"server log:\n{log}") from None
     assert stored[-1] == 3001
     assert _count(server, "SELECT count(DISTINCT step) FROM metrics_all") == 3001
     assert _count(server, "SELECT count(*) FROM ingest_errors") == 0
@@ -225,7 +210,7 @@ def test_an_invalidated_database_says_restart_once(tmp_path, caplog):
             mon.tailer.tick()
         if mon.tailer.failure is None:
             pytest.skip("DuckDB's checkpoint fitted this time: nothing was invalidated")
-        failure = IngestWorker(mon.tailer, mon.tailer.settings).failure
+        failure = mon.tailer.failure  # what `ingest --once` prints (the server reopens)
         assert failure.startswith("ingest failing: the database was invalidated (Fatal")
         assert failure.endswith("restart the server (lines not stored yet are read then)")
         for _ in range(3):
