@@ -14,7 +14,8 @@
 --   lines one after another, and this query measures against every sudden rise, so a spike
 --   repeated within `history` lines after one that rose over two lines (or after two
 --   others) may be listed by `python -m app diagnose` and not here. The detector also reports
---   a gradient norm's spikes within 20 lines of each other as one, a warning.
+--   a gradient norm's spikes within 20 lines of each other as one, a warning, and none that
+--   starts inside a loss spike.
 -- param run: run id (example: 'seed-cliff')
 -- param metric: column name (example: 'loss')
 -- param ratio: value / baseline (default: 2.0) (example: 2.0)

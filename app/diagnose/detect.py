@@ -34,8 +34,8 @@ late climb that stays below that is left to the spike rule), then stays there fo
 ``DIVERGE_STAYS`` lines, is one from
 the run's second line on, however far apart its lines are (a warm-up divergence logged every 200
 steps, 4.66 -> 67.2, lies inside the ``MIN_HISTORY`` lines spikes wait for). A gradient norm's
-spike is a warning, not a loss incident (``severity``), and a burst of them ``BURST`` lines apart
-is one incident.
+spike with the loss unmoved is a warning, not a loss incident (``severity``); a burst of them
+``BURST`` lines apart is one incident, and one that starts inside a loss spike is part of it.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ class Incident:
     end_line: int = 0
     level: float = 0.0  # the episode lasts while the metric is beyond this level
     worst_step: int | None = None  # the step of `value` (default: `step`)
+    within: bool = False  # a gradient norm's spike that starts inside a loss spike: part of
+    # that incident, so not reported (the detector still follows it, for its yardstick)
 
     def __post_init__(self) -> None:
         if self.worst_step is None:
@@ -368,8 +370,10 @@ class RunDetector:
     # ---- frame helpers --------------------------------------------------------------------
 
     def _metrics(self) -> list[str]:
-        return [c for c in self.frame.columns
-                if c not in NOT_METRICS and not c.startswith(NONFINITE)]
+        """The frame's metrics, gradient norms last: whether a loss spike holds a line is
+        known when a gradient norm's spike there is judged."""
+        return sorted((c for c in self.frame.columns
+                       if c not in NOT_METRICS and not c.startswith(NONFINITE)), key=is_grad_norm)
 
     def _has_nonfinite(self, metric: str) -> bool:
         return NONFINITE + metric in self.frame.columns
@@ -480,22 +484,29 @@ class RunDetector:
             height = max(threshold[p], bar) if np.isfinite(bar) else threshold[p]
             if not values[p] - median[p] > height:
                 continue
-            incident = self._burst(metric, line, n)
+            within = is_grad_norm(metric) and self._in_loss_spike(line)
+            incident = self._burst(metric, line, within)
             if incident is None:
                 incident = Incident(self.run, "spike", metric, self._step(line),
                                     self._step(line), float(values[p]), float(median[p]),
-                                    **self._context(line))
+                                    **self._context(line), within=within)
             incident.level = float(median[p] + 0.5 * height)
             self._extend(incident, n)
-            if incident not in found:
+            if not incident.within and incident not in found:
                 found.append(incident)
         return found
 
-    def _burst(self, metric: str, line: int, n: int) -> Incident | None:
+    def _in_loss_spike(self, line: int) -> bool:
+        """Whether a spike of a loss-like metric other than a gradient norm holds ``line``."""
+        return any(lo <= line <= hi for metric, ranges in self.quiet.items()
+                   if not is_grad_norm(metric) for lo, hi in ranges)
+
+    def _burst(self, metric: str, line: int, within: bool) -> Incident | None:
         """A gradient norm's last spike, when this one (at ``line``) follows it closely: the
-        burst is one incident, grown over this spike's lines."""
+        burst is one incident, grown over this spike's lines. One outside a loss spike is
+        reported, so it never joins a spike that was part of one (``within``)."""
         last = self.latest.get(metric)
-        if last is None or line - last.end_line > BURST:
+        if last is None or line - last.end_line > BURST or (last.within and not within):
             return None
         self._note_worst(last, line)
         last.end_line = line
@@ -604,7 +615,7 @@ class RunDetector:
         for incident in list(self.open.values()):
             before = incident.end_line
             self._extend(incident, n)
-            if incident.end_line != before or not incident.open:
+            if (incident.end_line != before or not incident.open) and not incident.within:
                 grown.append(incident)
         return grown
 

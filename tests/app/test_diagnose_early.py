@@ -149,6 +149,23 @@ def test_grad_norm_spikes_are_warnings_and_a_burst_is_one_incident(tmp_path):
     assert done.stdout.count("Warning: a gradient norm's spike") == 2
 
 
+def test_a_grad_norm_spike_on_a_loss_spike_is_part_of_it():
+    """Lines 300 and 500 spike in both (one loss incident each, columns in either order); the
+    gradient norm alone at 400 is a warning."""
+    rng = np.random.default_rng(5)
+    n = 700
+    loss = 2.0 + 0.01 * rng.standard_normal(n)
+    grad = 0.3 * rng.lognormal(0.0, 0.05, n)
+    loss[[300, 500]], grad[[300, 400, 500]] = 9.0, 4.0
+    for columns in ({"grad_norm": grad, "loss": loss}, {"loss": loss, "grad_norm": grad}):
+        frame = pd.DataFrame({"line_id": np.arange(n), "step": np.arange(n),
+                              "attempt": np.ones(n, dtype=np.int64), CLOCK: np.arange(n) * 1.0,
+                              **columns})
+        found = RunDetector("r", Watch()).feed(frame)
+        assert sorted((i.step, i.metric, i.severity) for i in found) == [
+            (300, "loss", "critical"), (400, "grad_norm", "warning"), (500, "loss", "critical")]
+
+
 def test_a_warning_sorts_after_a_loss_incident():
     loss = {"kind": "stall", "metric": "interval_s", "value": 20.0, "baseline": 10.0,
             "run": "r", "step": 5}

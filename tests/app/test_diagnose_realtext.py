@@ -55,11 +55,9 @@ def incidents(name: str) -> list[tuple]:
 
 
 def test_each_checkpoint_spike_of_the_crashing_torchtitan_run_is_reported():
-    found = incidents("torchtitan-crash-resume")
-    assert [i for i in found if i[1] == "loss"] == [
+    """The grad norm jumps on the same lines: part of each loss incident, not one more."""
+    assert incidents("torchtitan-crash-resume") == [
         ("spike", "loss", step, "critical") for step in (5501, 6001, 6501)]
-    assert [i for i in found if i[1] == "grad_norm"] == [
-        ("spike", "grad_norm", step, "warning") for step in (5501, 6001, 6501)]
 
 
 @pytest.mark.parametrize("name", ["modded-nanogpt-muon", "modded-nanogpt-soap",
