@@ -23,7 +23,7 @@ import orjson
 
 from ..lazy import LazyModule
 from .filestate import FileState
-from .formats import EVENT, TRAIN, Record, jsonl, llmc
+from .formats import EVENT, TRAIN, Record, jsonl, textlog
 from .formats.keymap import KeyMap
 from .parse import (
     EXCERPT,
@@ -91,7 +91,7 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
     reported once per file (``new`` remembers it). ``keymap``: the run's extra key mappings
     for JSONL of other trainers (formats/keymap.py)."""
     if kind in READERS:
-        parsed = from_records(*_read(kind, data, base, keymap), first=base == 0)
+        parsed = from_records(*_read(kind, data, base, keymap, new.last_step), first=base == 0)
     else:
         parsed = parse_lines(data, base, events_only=kind == "events")
     if kind == "rank" and parsed.events:
@@ -108,29 +108,32 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
     return parsed
 
 
-def _tfevents(data: bytes, base: int, keymap: KeyMap | None):
+def _jsonl(data: bytes, base: int, keymap: KeyMap | None, after: int | None):
+    return jsonl.parse(data, base, keymap)
+
+
+def _tfevents(data: bytes, base: int, keymap: KeyMap | None, after: int | None):
     from .formats import tfevents  # protobuf: only for TensorBoard files
 
     records, problems, _ = tfevents.parse(data, base, final=True)  # the tailer cut the step
     return records, problems
 
 
-def _llmc(data: bytes, base: int, keymap: KeyMap | None):
-    return llmc.parse(data, base)
+# Readers of other trainers' logs: (data, base, keymap, after) -> (records, problems), where
+# ``after`` is the file's last training step stored (a text log's printed dicts count their
+# steps on from it). Their records are v1 dicts, stored by the same rules as our own lines
+# (parse.metric_row). "llmc": text logs tracked before every text log was read.
+READERS = {"jsonl": _jsonl, "text": textlog.parse, "llmc": textlog.parse,
+           "tfevents": _tfevents}
+LINE_READERS = frozenset({"jsonl", "text", "llmc"})  # a line of theirs can be read alone
 
 
-# Readers of other trainers' logs: (data, base, keymap) -> (records, problems). Their records
-# are v1 dicts, stored by the same rules as our own lines (parse.metric_row).
-READERS = {"jsonl": jsonl.parse, "llmc": _llmc, "tfevents": _tfevents}
-LINE_READERS = frozenset({"jsonl", "llmc"})  # a line of theirs can be read alone
-
-
-def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None):
+def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None, after: int | None):
     """A reader's records, and if it raises (a line its rules did not foresee), each line
     read alone: the one that raises is an error at its offset, the others are stored (the
     promise: no record's content stops a file). A TensorBoard reader guards each record."""
     try:
-        return READERS[kind](data, base, keymap)
+        return READERS[kind](data, base, keymap, after)
     except MemoryError:
         raise  # a resource error says nothing about the lines: retry it later
     except Exception:
@@ -139,7 +142,7 @@ def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None):
     records, problems, offset = [], [], base
     for raw in data.split(b"\n")[:-1]:
         try:
-            more, notes = READERS[kind](raw + b"\n", offset, keymap)
+            more, notes = READERS[kind](raw + b"\n", offset, keymap, after)
         except MemoryError:
             raise
         except Exception as exc:

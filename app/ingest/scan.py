@@ -3,7 +3,7 @@ r"""Finding log files under a log directory and saying which run and kind each b
 ``runs/sweep3/lr1e-4/metrics.jsonl`` is ``LogFile(run="sweep3/lr1e-4", kind="metrics")``.
 Folders starting with ``.`` (the monitor's own ``.cliffwatch/``) are never looked at. Other
 trainers' files are found by name too (formats/detect.py: ``train_log.jsonl`` is ``jsonl``,
-``trainer_state.json`` is ``hf_state``, ``main.log`` is ``llmc``, ``events.out.tfevents.*``
+``trainer_state.json`` is ``hf_state``, ``main.log`` is ``text``, ``events.out.tfevents.*``
 is ``tfevents``); whether they hold a log is decided on their bytes when read. A name that
 is not valid UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``caf\xe9`` (a
 backslash escape), and read from the folder on disk (``LogFile.real``). A name with a

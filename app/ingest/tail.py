@@ -533,7 +533,7 @@ class Tailer:
             self._skip(state, new, copy_of)
             return False
         name = state.path.rsplit("/", 1)[-1]
-        fmt, why = detect.detect(name, handle.read(0, detect.SNIFF_BYTES),
+        fmt, why = detect.detect(name, handle.read(0, detect.sniff_bytes(name)),
                                  self.store.keymap(state.run))
         if fmt == detect.PENDING:
             self.undecided[state.path] = (handle.info.st_size, handle.info.st_mtime)

@@ -12,11 +12,11 @@ from app.ingest.formats.detect import (
     EVENTS,
     HF_STATE,
     JSONL,
-    LLMC,
     METRICS,
     PENDING,
     RANK,
     RUN_META,
+    TEXT,
     TFEVENTS,
     choose,
 )
@@ -31,6 +31,8 @@ def tfrecord_head() -> bytes:
 
 
 STEP_LINE = b'{"global_step": 1, "loss": 2.0}\n'
+PROSE = b"Remember the milk, then the 3 reports.\n"
+CONFIG = b"".join(b"n_layer%d = 12 # a config dump line\n" % i for i in range(3000))
 
 
 @pytest.mark.parametrize(("name", "head", "expected"), [
@@ -55,10 +57,18 @@ STEP_LINE = b'{"global_step": 1, "loss": 2.0}\n'
     ("events.out.tfevents.1714564800.host.123.0", tfrecord_head(), TFEVENTS),
     ("events.out.tfevents.1714564800.host.123.0", tfrecord_head()[:11], PENDING),
     ("events.out.tfevents.1714564800.host.123.0", b"x" * 40, None),
-    ("main.log", b"s:0 tel:11.0095\ns:0 trl:11.0116 lr:0.000001 norm:14.96\n", LLMC),
-    ("train.txt", b"s:5 trl:3.1 lr:0.1 norm:0.2\n", LLMC),
+    ("main.log", b"s:0 tel:11.0095\ns:0 trl:11.0116 lr:0.000001 norm:14.96\n", TEXT),
+    ("train.txt", b"s:5 trl:3.1 lr:0.1 norm:0.2\n", TEXT),
     ("main.log", b"", PENDING),
-    ("main.log", b"INFO starting\nINFO epoch 1 loss 2.3\n", None),
+    # text logs of any trainer (issue 19): a line with a step-like key and a number
+    ("train.log", b"iter 100: loss 4.2100, time 35.21ms, mfu 12.30%\n", TEXT),
+    ("slurm-4242.out", b"+ srun python train.py\nstep:1/20 train_loss:10.9\n", TEXT),
+    ("stdout.txt", b"{'loss': '3.914', 'grad_norm': '1.184', 'epoch': '1.25'}\n", TEXT),
+    ("train.log", CONFIG + b"iter 0: loss 10.94, time 14028.64ms\n", TEXT),  # past 64 KiB
+    # no such line (yet): decided again as the file grows; a whole sample of none: no log
+    ("main.log", b"INFO starting\nINFO epoch 1 loss 2.3\n", PENDING),
+    ("README.txt", PROSE * 100, PENDING),
+    ("notes.txt", PROSE * (detect.TEXT_SNIFF_BYTES // len(PROSE) + 1), None),
     ("config.json", b"{}", None),
     ("model.safetensors", b"\x00" * 40, None),
     ("metrics.csv", b"step,loss\n1,2.0\n", None),
@@ -76,14 +86,25 @@ def test_the_real_logs_are_each_detected():
     expected = {"hf-mistral-translator/trainer_state.json": HF_STATE,
                 "hf-mistral-translator/trainer_log.jsonl": JSONL,
                 "slm-training-restarts/metrics.jsonl": METRICS,
-                "llmc-gpt2-124m/main.log": LLMC}
+                "llmc-gpt2-124m/main.log": TEXT,
+                # issue 19: every text log, whichever trainer printed it
+                "modded-nanogpt-muon/eb5659d0-fb6a-49e5-a311-f1f89412f726.txt": TEXT,
+                "modded-nanogpt-soap/5bdc3988-496c-4232-b4ef-53764cb81c92.txt": TEXT,
+                "nanogpt-tinystories/train.log": TEXT,
+                "nanogpt-gpt2-wandb/output.log": TEXT,
+                "torchtitan-vlm-447m/train.log": TEXT,
+                "torchtitan-crash-resume/run_stage2_continuation.log": TEXT,
+                "megatron-ds-qwen7b/qwen7b_baseline_500.log": TEXT,
+                "megatron-lm-llama1b-killed/stdout.log": TEXT,
+                "hf-llama32-sft-quoted/train_log.txt": TEXT,
+                "hf-chatglm2-lora-nohup/result_CCKS_ChatGLMv2_lora_epoch25_1e-4.txt": TEXT}
     found = {}
     for path in sorted(REALDATA.rglob("*")):
         if path.is_file() and path.name != "README.md":
             with path.open("rb") as file:
                 found[path.relative_to(REALDATA).as_posix()] = detect.detect(
-                    path.name, file.read(detect.SNIFF_BYTES))[0]
-    # ../shared/realdata grows (text logs of other trainers: issue 19); these four are read
+                    path.name, file.read(detect.sniff_bytes(path.name)))[0]
+    # ../shared/realdata grows; each of these is read
     assert {name: found.get(name) for name in expected} == expected
     assert detect.detect("README.md", b"# Real training logs\n")[0] is None
 

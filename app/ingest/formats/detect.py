@@ -2,8 +2,9 @@
 folder's reader takes::
 
     detect("trainer_log.jsonl", b'{"current_steps": 10, "loss": 2.49}\\n')  -> ("jsonl", ...)
-    detect("main.log", b"s:0 tel:11.0095\\n")                              -> ("llmc", ...)
-    detect("notes.txt", b"remember the milk\\n")  -> (None, "not a log: no llm.c line ...")
+    detect("main.log", b"s:0 tel:11.0095\\n")                              -> ("text", ...)
+    detect("train.log", b"iter 100: loss 4.2100, time 35.21ms\\n")          -> ("text", ...)
+    detect("notes.txt", b"remember the milk\\n")  -> ("pending", "not a log yet: ...")
     choose(["trainer_log.jsonl", "trainer_state.json"])
         -> (["trainer_state.json"], [("trainer_log.jsonl", "trainer_state.json holds ...")])
 
@@ -20,23 +21,29 @@ from collections.abc import Iterable
 
 from ...keys import EVENT
 from ..parse import BOM, decode
-from . import llmc, tfrecord
+from . import llmc, textlog, tfrecord
 from .keymap import KeyMap
 from .keys import STEP_ALIASES
 
 METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
-JSONL, HF_STATE, TFEVENTS, LLMC = "jsonl", "hf_state", "tfevents", "llmc"
-FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, LLMC})  # formats that are not v1
+JSONL, HF_STATE, TFEVENTS, TEXT = "jsonl", "hf_state", "tfevents", "text"
+LLMC = "llmc"  # what text logs were called when only llm.c's were read: files stored so
+FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC})  # formats that are not v1
+TEXT_SUFFIXES = (".log", ".txt", ".out")  # tee'd stdout, records, SLURM's slurm-<job>.out
 PENDING = "pending"
 V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META}
 RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 HF_STATE_NAME = "trainer_state.json"
 TFEVENTS_PREFIX = "events.out.tfevents."
 NOT_A_NAME = ("not a log: not a name read (*.jsonl, trainer_state.json, events.out.tfevents.*, "
-              "llm.c's *.log or *.txt)")
+              "text logs *.log, *.txt, *.out)")
 NOT_JSON = "not a log: a JSON file other than run.json and trainer_state.json"
 SNIFF_LINES = 20  # complete lines looked at
 SNIFF_BYTES = 64 * 1024  # pass at least this much (or the whole file) as ``head``
+# a text log may open with hundreds of lines of config, source or shell trace (Megatron's
+# first iteration line is at ~100 KiB): its sample is larger, and a file shorter than it
+# with no log line yet is decided again as it grows
+TEXT_SNIFF_BYTES = 1024 * 1024
 
 
 def by_name(name: str) -> str | None:
@@ -51,9 +58,14 @@ def by_name(name: str) -> str | None:
         return TFEVENTS
     if name.endswith(".jsonl"):
         return JSONL
-    if name.endswith((".log", ".txt")):
-        return LLMC
+    if name.endswith(TEXT_SUFFIXES):
+        return TEXT
     return None
+
+
+def sniff_bytes(name: str) -> int:
+    """How many first bytes ``detect`` is to be given for a file of this name."""
+    return TEXT_SNIFF_BYTES if by_name(name) == TEXT else SNIFF_BYTES
 
 
 CHECKPOINT = re.compile(r"checkpoint-\d+")  # the Trainer's save folders: output_dir/checkpoint-500
@@ -73,7 +85,7 @@ def snapshot(path: str) -> str | None:
 
 def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | None, str]:
     """``(format, what it is)``, ``(PENDING, why)`` or ``(None, "not a log: ...")``;
-    ``head``: the file's first ``SNIFF_BYTES`` (or all of it); ``keymap``: the run's extra
+    ``head``: the file's first ``sniff_bytes(name)`` (or all of it); ``keymap``: the run's extra
     key mappings (its step key counts as step-like)."""
     fmt = by_name(name)
     if fmt is None:
@@ -101,15 +113,27 @@ def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap) -> tuple[str | None, str
         if len(head) >= SNIFF_BYTES:
             return None, f"not a log: no line end in its first {SNIFF_BYTES // 1024} KiB"
         return PENDING, "no complete line yet"
-    if fmt == LLMC:
-        if llmc.sniff(head):
-            return fmt, "llm.c log"
-        return None, "not a log: no llm.c line (s:N trl:... / tel: / eval:) in its first lines"
+    if fmt == TEXT:
+        return _sniff_text(head, keymap)
     steps = (keymap.step, *STEP_ALIASES) if keymap.step else STEP_ALIASES
     if any(_has_step(line, keymap, steps) for line in lines):
         return fmt, "JSONL log"
     return None, (f"not a log: none of its first {len(lines)} line(s) is a JSON object with a "
                   f"step-like key ({', '.join(steps)})")
+
+
+def _sniff_text(head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
+    """A text log once a line of its sample reads as a row (a step-like key and a number);
+    none in a sample shorter than ``TEXT_SNIFF_BYTES`` (the whole file so far): not yet."""
+    if llmc.sniff(head):
+        return TEXT, "llm.c log"
+    if textlog.sniff(head[:TEXT_SNIFF_BYTES], keymap):
+        return TEXT, "text log"
+    why = (f"no line with a step-like key ({', '.join(sorted(textlog.STEP_KEYS))}) and a "
+           "number, and no printed metrics dict")
+    if len(head) >= TEXT_SNIFF_BYTES:
+        return None, f"not a log: {why} in its first {TEXT_SNIFF_BYTES >> 20} MiB"
+    return PENDING, f"not a log yet: {why}; looked at again as it grows"
 
 
 def _has_step(line: bytes, keymap: KeyMap, steps: tuple[str, ...]) -> bool:

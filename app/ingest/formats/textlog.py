@@ -1,0 +1,299 @@
+"""Text logs as people have them (``python train.py | tee train.log``, a SLURM ``.out``, a
+record ``.txt``), read by one set of rules, not a regex per trainer. A line such as::
+
+    [rank0]:[titan] 2026-05-10 20:47:31,851 - root - INFO - step: 6501  loss:  2.22753  tps: 1,815
+
+becomes ``Record(offset, "train", {"step": 6501, "loss": 2.22753, "tps": 1815.0,
+"time": 1778446051.851})``. Every shape is data, in the tables below:
+
+- ``SKIP``: what is no log line (tqdm redraws). ``ANSI``: colour and cursor codes, removed.
+  ``PREFIXES``: logging prefixes, removed (a date in one becomes the row's ``time``);
+- ``PAIR``: ``key:value``, ``key=value``, ``key value`` (a key of several words too, such as
+  Megatron's ``lm loss``), in a line or in ``|``-separated fields; a field that gives its
+  value first (llm.c's ``| 3788.44 ms |``, ``| 42.1% bf16 MFU |``) is ``VALUE_FIRST``, named by
+  its words or by its unit (``UNIT_KEYS``). Numbers may hold thousands separators
+  (``1,825``), an exponent (``7.9E+00``), a unit (``UNITS``: ``ms``, ``%``, ``GiB``...) or a
+  multiplier (``134k``). ``N/M`` after a step key: step N of a planned M;
+- ``STEP_KEYS``: a line is a row only with one of them holding an integer, and one number
+  more. ``EVAL_STEP``: a phrase that gives the step of a validation line
+  (``validation loss at iteration 100``);
+- ``ALIASES``: key names as the monitor's globs look for them (``lm loss`` -> ``loss``,
+  ``grad norm`` -> ``grad_norm``), ``EVAL_ALIASES`` the same on a validation line;
+- a line with a validation key (``val_loss``, ``val loss``, ``eval_*``) goes to ``evals``
+  whole, the train loss a nanoGPT eval line also holds included (it is an estimate over
+  ``eval_iters`` batches at that step, not a training step's loss);
+- ``SHAPES``: whole-line forms with rules of their own: llm.c's ``main.log`` (``s:N trl:X``,
+  llmc.py's pattern and names), where the bare ``s`` is a step key only there;
+- a printed Python dict (``{'loss': 2.1, 'epoch': 0.1}``, the Hugging Face Trainer's stdout;
+  ``{'loss': '3.914'}`` as transformers 5 prints it) is read by ``ast.literal_eval``, at most
+  ``DICT_MAX`` bytes and ``DICT_DEPTH`` levels, then by keys.py's rules (``eval_*`` dicts are
+  ``eval``, ``train_runtime`` a ``summary``). Such a dict has no step: a training dict's step
+  is its ordinal in the file (the file's last step stored so far, ``after``, plus one), an
+  eval or summary dict takes the step of the training dict before it;
+- a training line whose step reaches its planned total (``step 6200/6200``) also gives a
+  ``summary`` row at that step: the log's end of training (run_status reads it).
+
+Each ``\\r``-separated piece of a line is read on its own (tqdm redraws put a printed dict at
+the end of a line of bars), its record at the piece's own offset. Lines of no shape (banners,
+config dumps, pasted source, nvidia-smi tables) are skipped without a word: they are no error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from ...keys import BUCKETS, ELAPSED_S, EPOCH, STEP, TIME
+from ...keys import EVENT as EVENT_KEY
+from ..parse import excerpt
+from . import EVAL, EVENT, SUMMARY, TRAIN, Problem, Record, llmc
+from .keymap import KeyMap
+from .keys import normalise, unix_time
+
+# not "steps": DeepSpeed's "steps: 2 loss: ..." repeats the step its Megatron line gives, and
+# "Steps 1-50: Energy=..." or "STEPS=7000" are ranges and settings
+STEP_KEYS = frozenset({"step", "iter", "iteration", "it", "global_step", "current_step",
+                       "current_steps"})
+EVAL_STEP = re.compile(r"(?:validation|valid|val|eval\w*|test)\b.* at (?:iteration|iter|step)",
+                       re.IGNORECASE)
+ALIASES = {"lm_loss": "loss", "grad_norm": "grad_norm", "grad_norm_total": "grad_norm",
+           "norm": "grad_norm", "gradient_norm": "grad_norm", "trl": "loss",
+           "learning_rate": "lr", "loss_scale": "grad_scale", "tok/s": "tok_per_sec",
+           "tokens_per_second": "tok_per_sec"}
+EVAL_ALIASES = {"lm_loss_value": "val_loss", "lm_loss_ppl": "val_ppl", "loss": "val_loss"}
+EVAL_WORD = re.compile(r"(?:val|valid|validation|eval|test)(?:_|$)")
+UNITS = ("tok/s", "tokens/s", "it/s", "s/it", "TFLOP/s", "ms", "us", "µs", "sec", "s", "min",
+         "h", "%", "GiB", "MiB", "KiB", "GB", "MB", "KB")
+UNIT_KEYS = {"ms": "dt_ms", "s": "dt_s", "sec": "dt_s", "tok/s": "tok_per_sec",
+             "tokens/s": "tok_per_sec", "it/s": "it_per_sec", "s/it": "sec_per_it"}
+MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+_NUMBER = (r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+           r"|[-+]?(?:nan|inf)(?![a-z])|[-+]?(?:nan|inf)(?=ms\b|s\b)")
+_UNIT = "|".join(re.escape(u) for u in UNITS)
+_VALUE = (rf"(?P<num>{_NUMBER})(?:\s*/\s*(?P<total>\d+))?(?P<mult>[kKMB](?![A-Za-z]))?"
+          rf"(?:\s?(?P<unit>{_UNIT})(?![\w/]))?(?=$|[\s,;:|()\]])")
+_KEY = r"[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*)*"
+PAIR = re.compile(rf"(?P<key>{_KEY})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
+                  rf"(?:\s*[:=]\s*|\s+){_VALUE}")
+VALUE_FIRST = re.compile(rf"\s*{_VALUE}\s*(?P<words>{_KEY})?\s*")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+SKIP = (re.compile(r".*\d+%\|.*\|\s*\d+/\d+ \["),)  # a tqdm bar: progress, no measurement
+_TIME = r"(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+_LEVEL = r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)"
+PREFIXES = (
+    re.compile(r"\[rank\d+\]:\s*"),  # torchrun's per-rank prefix
+    re.compile(r"\[[\w.-]{1,20}\]\s+(?=\d{4}-)"),  # torchtitan's [titan] before its date
+    re.compile(rf"\[{_LEVEL}\|[^\]]*\]\s*"),  # transformers' [INFO|trainer.py:1793]
+    re.compile(rf"\[?{_TIME}\]?(?:\s*-\s*[\w.]+\s*-\s*{_LEVEL}\s*-|\s+{_LEVEL}:?|\s*>>)?\s*"),
+    re.compile(rf"{_LEVEL}(?::\s*|\s+-\s+|\s+)"),
+)
+SHAPES = ((re.compile(rb"s:(\d+)((?:[ \t]+[^\s:]+:\S+)+)[ \t]*"), llmc.NAMES,
+           llmc.EVAL_FIELDS),)
+RESERVED = frozenset({TIME, ELAPSED_S, BUCKETS, EVENT_KEY})  # v1's own keys: renamed
+DICT_MAX = 16 * 1024
+DICT_DEPTH = 4
+
+
+def parse(data: bytes, base: int, keymap: KeyMap | None = None, after: int | None = None
+          ) -> tuple[list[Record], list[Problem]]:
+    """Records of the complete lines in ``data`` (``base``: its file offset; a trailing
+    piece with no ``\\n`` is left for later). ``after``: the file's last training step stored
+    so far, which printed dicts with no step count on from."""
+    records: list[Record] = []
+    problems: list[Problem] = []
+    counter = [after or 0]
+    pos = 0
+    for raw in data.split(b"\n")[:-1]:
+        offset, pos = base + pos, pos + len(raw) + 1
+        piece_at = 0
+        for piece in raw.split(b"\r"):
+            at, piece_at = offset + piece_at, piece_at + len(piece) + 1
+            if piece.strip():
+                records += _piece(piece, at, counter, keymap, problems)
+    return records, problems
+
+
+def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
+           problems: list[Problem]) -> list[Record]:
+    for pattern, names, eval_fields in SHAPES:
+        match = pattern.fullmatch(piece)
+        if match:
+            return _shape(match, names, eval_fields, offset, piece, problems)
+    text = ANSI.sub("", piece.decode("utf-8", "replace"))
+    if any(p.match(text) for p in SKIP):
+        return []
+    text, when = _unprefixed(text)
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        return _printed_dict(stripped, offset, counter, keymap, when)
+    return _pairs_line(text, offset, when)
+
+
+def _shape(match: re.Match, names: dict, eval_fields: frozenset, offset: int, raw: bytes,
+           problems: list[Problem]) -> list[Record]:
+    """llm.c's line: its step digits and ``key:value`` fields (llmc.py's rules)."""
+    digits = match.group(1)
+    if len(digits) > llmc.STEP_DIGITS:
+        problems.append(Problem(offset, "error", f"'s:' is not a step within 64 bits "
+                                f"({len(digits)} digits); line skipped", excerpt(raw)))
+        return []
+    row, kind, odd = llmc._row(int(digits), match.group(2).split())
+    if odd:
+        problems.append(Problem(offset, "warning", f"not a number: {', '.join(odd)}; "
+                                "stored as NULL", excerpt(raw)))
+    return [Record(offset, kind, row)]
+
+
+def _unprefixed(text: str) -> tuple[str, float | None]:
+    """The line without its logging prefixes, and the time one of them gave."""
+    when = None
+    for _ in range(len(PREFIXES) * 2):
+        text = text.lstrip()
+        for pattern in PREFIXES:
+            match = pattern.match(text)
+            if match and match.end():
+                if "time" in pattern.groupindex and match.group("time"):
+                    when = unix_time(match.group("time").replace(",", "."))
+                text = text[match.end():]
+                break
+        else:
+            break
+    return text, when
+
+
+def _pairs_line(text: str, offset: int, when: float | None) -> list[Record]:
+    fields = text.split("|") if "|" in text else [text]
+    pairs: list[tuple[str, re.Match]] = []
+    step = total = None
+    is_eval = False
+    for field in fields:
+        found = list(PAIR.finditer(field))
+        if not found:
+            match = VALUE_FIRST.fullmatch(field)
+            if match and (match.group("words") or match.group("unit") in UNIT_KEYS):
+                key = _key(match.group("words")) if match.group("words") else \
+                    UNIT_KEYS[match.group("unit")]
+                pairs.append((key, match))
+            continue
+        for match in found:
+            key = _key(match.group("key"))
+            if step is None and (key in STEP_KEYS or EVAL_STEP.fullmatch(match.group("key"))):
+                value = _integer(match)
+                if value is not None:
+                    step, total = value, match.group("total")
+                    is_eval = is_eval or key not in STEP_KEYS
+                    continue
+            pairs.append((key, match))
+    if step is None or not pairs:
+        return []
+    keys = [k for k, _ in pairs]
+    is_eval = is_eval or any(EVAL_WORD.match(k) for k in keys)
+    row: dict = {STEP: step}
+    for key, match in pairs:
+        name = (EVAL_ALIASES.get(key) if is_eval else None) or ALIASES.get(key, key)
+        if name in RESERVED:  # nanoGPT's "time 35.21ms" is a duration, not v1's time
+            name = f"{name}_{match.group('unit')}" if match.group("unit") else f"log_{name}"
+        if name not in row:
+            value = _number(match)
+            row[name] = int(value) if name == EPOCH and _integral(value) else value
+    if when is not None:
+        row[TIME] = when
+    records = [Record(offset, EVAL if is_eval else TRAIN, row)]
+    if total is not None and not is_eval and step >= int(total) > 0:
+        records.append(Record(offset, SUMMARY, {STEP: step, "planned_steps": int(total)}))
+    return records
+
+
+def _integral(value: float | None) -> bool:
+    return value is not None and value.is_integer()
+
+
+def _key(words: str) -> str:
+    return "_".join(words.lower().split())
+
+
+def _integer(match: re.Match) -> int | None:
+    text = match.group("num").replace(",", "")
+    return int(text) if text.isdigit() and not match.group("mult") else None
+
+
+def _number(match: re.Match) -> float | None:
+    try:
+        value = float(match.group("num").replace(",", ""))
+    except ValueError:
+        return None
+    return value * MULTIPLIERS.get(match.group("mult") or "", 1)
+
+
+def _printed_dict(text: str, offset: int, counter: list[int], keymap: KeyMap | None,
+                  when: float | None) -> list[Record]:
+    """A Python dict as the Hugging Face Trainer prints it; its step as the module says."""
+    if len(text) > DICT_MAX or _depth(text) > DICT_DEPTH:
+        return []
+    try:
+        obj = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return []
+    if not isinstance(obj, dict) or not obj:
+        return []
+    values = {}
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            continue
+        number = _dict_value(value)
+        if number is not None:
+            values[key] = number
+    if not values:
+        return []
+    result, _ = normalise(values, keymap)
+    if result is None:  # no step of its own: count one on
+        kind = _dict_kind(values)
+        if kind == TRAIN:
+            counter[0] += 1
+        result, _ = normalise({STEP: counter[0], **values}, keymap)
+        if result is None:
+            return []
+    elif result.kind == TRAIN and isinstance(result.data[STEP], int):
+        counter[0] = result.data[STEP]
+    if when is not None:
+        result.data.setdefault(TIME, when)
+    records = [Record(offset, result.kind, result.data)]
+    if result.boundary is not None:
+        records.append(Record(offset, EVENT, result.boundary))
+    return records
+
+
+def _dict_kind(values: dict) -> str:
+    from .keys import kind_of
+
+    return kind_of({STEP: 0, **values})
+
+
+def _dict_value(value: object) -> float | int | None:
+    """A number, or a number printed as text (transformers 5 quotes every value)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _depth(text: str) -> int:
+    """How deeply brackets nest, counted before ``literal_eval`` (which recurses)."""
+    deepest = level = 0
+    for char in re.findall(r"[\[\]{}()]", text):
+        level += 1 if char in "[{(" else -1
+        deepest = max(deepest, level)
+    return deepest
+
+
+def sniff(head: bytes, keymap: KeyMap | None = None) -> bool:
+    """Whether any complete line of ``head`` reads as a row."""
+    end = head.rfind(b"\n") + 1
+    records, _ = parse(head[:end], 0, keymap)
+    return any(r.kind in (TRAIN, EVAL) for r in records)
