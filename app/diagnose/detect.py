@@ -360,7 +360,9 @@ class RunDetector:
                 changed += self._level_shift(kind, metric, n)
             if self.watch.diverges(metric):
                 changed += self._divergence(metric, n)
-            if self._has_nonfinite(metric):
+            if kind and self._has_nonfinite(metric):  # a watched one: a NaN elsewhere (a
+                # timing average's 0/0 before it has a step, as modded-nanogpt's step_avg) is
+                # the nonfinite alert rule's business, with its own metric globs
                 changed += self._nonfinite(metric, n)
         for kind, ahead in LOOKAHEAD.items():
             self.frontier[kind] = max(self.frontier[kind], n - ahead)

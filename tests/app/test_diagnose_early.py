@@ -128,12 +128,17 @@ def test_a_climb_that_does_not_stay_or_stays_low_is_no_divergence(tmp_path, shap
 
 
 def test_nan_at_step_1_is_an_incident(tmp_path):
+    """... of a watched metric; a timing average of no steps yet (modded-nanogpt's
+    step_avg:nanms until step 11) is no incident."""
     write_run(tmp_path / "nan", [{"step": 1, "loss": math.nan, "elapsed_s": 1.0},
                                  {"step": 2, "loss": math.nan, "elapsed_s": 2.0},
                                  {"step": 3, "loss": 9.2, "elapsed_s": 3.0}])
+    write_run(tmp_path / "avg", [{"step": s, "loss": 10.9 - 0.1 * s, "step_avg":
+                                  math.nan if s < 12 else 250.0 + s % 3} for s in range(1, 40)])
     found = diagnose_json(tmp_path / "nan")
     assert [(i["kind"], i["metric"], i["step"], i["end_step"]) for i in found] == [
         ("nonfinite", "loss", 1, 2)]
+    assert diagnose_json(tmp_path / "avg") == []
 
 
 def test_grad_norm_spikes_are_warnings_and_a_burst_is_one_incident(tmp_path):
