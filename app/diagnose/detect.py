@@ -494,7 +494,7 @@ class RunDetector:
                                     **self._context(line), within=within)
             incident.level = float(median[p] + 0.5 * height)
             self._extend(incident, n)
-            if not incident.within and incident not in found:
+            if not incident.within and all(i is not incident for i in found):
                 found.append(incident)
         return found
 
