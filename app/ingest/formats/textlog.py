@@ -54,6 +54,7 @@ from .keys import normalise, unix_time
 # "Steps 1-50: Energy=..." or "STEPS=7000" are ranges and settings
 STEP_KEYS = frozenset({"step", "iter", "iteration", "it", "global_step", "current_step",
                        "current_steps"})
+STEP_QUALIFIERS = frozenset({"train", "training", "global", "optimizer"})
 EVAL_STEP = re.compile(r"(?:validation|valid|val|eval\w*|test)\b.* at (?:iteration|iter|step)",
                        re.IGNORECASE)
 ALIASES = {"lm_loss": "loss", "grad_norm": "grad_norm", "grad_norm_total": "grad_norm",
@@ -61,6 +62,7 @@ ALIASES = {"lm_loss": "loss", "grad_norm": "grad_norm", "grad_norm_total": "grad
            "learning_rate": "lr", "loss_scale": "grad_scale", "tok/s": "tok_per_sec",
            "tokens_per_second": "tok_per_sec"}
 EVAL_ALIASES = {"lm_loss_value": "val_loss", "lm_loss_ppl": "val_ppl", "loss": "val_loss"}
+LONE_EVAL = re.compile(r"(?:val|valid|validation|eval|test)_(?:loss|acc\w*|ppl|perplexity)")
 EVAL_WORD = re.compile(r"(?:val|valid|validation|eval|test)(?:_|$)")
 UNITS = ("tok/s", "tokens/s", "it/s", "s/it", "TFLOP/s", "ms", "us", "µs", "sec", "s", "min",
          "h", "%", "GiB", "MiB", "KiB", "GB", "MB", "KB")
@@ -82,6 +84,7 @@ _TIME = r"(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 _LEVEL = r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)"
 PREFIXES = (
     re.compile(r"\[rank\d+\]:\s*"),  # torchrun's per-rank prefix
+    re.compile(r"\[\w{3} \w{3} +\d+ \d\d:\d\d:\d\d[^\]]{0,20}\]\s*"),  # date(1) in a wrapper
     re.compile(r"\[[\w.-]{1,20}\]\s+(?=\d{4}-)"),  # torchtitan's [titan] before its date
     re.compile(rf"\[{_LEVEL}\|[^\]]*\]\s*"),  # transformers' [INFO|trainer.py:1793]
     re.compile(rf"\[?{_TIME}\]?(?:\s*-\s*[\w.]+\s*-\s*{_LEVEL}\s*-|\s+{_LEVEL}:?|\s*>>)?\s*"),
@@ -90,7 +93,11 @@ PREFIXES = (
 SHAPES = ((re.compile(rb"s:(\d+)((?:[ \t]+[^\s:]+:\S+)+)[ \t]*"), llmc.NAMES,
            llmc.EVAL_FIELDS),)
 RESERVED = frozenset({TIME, ELAPSED_S, BUCKETS, EVENT_KEY})  # v1's own keys: renamed
+PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
+PROSE_WORDS = 3  # words beyond a line's pairs that it may hold and still be a log line
 DICT_MAX = 16 * 1024
+# a step-less printed dict is the Trainer's (Python's repr, single quotes) with one of these
+DICT_METRIC = re.compile(r"loss|_runtime$|^learning_rate$|^grad_norm$|^eval_")
 DICT_DEPTH = 4
 
 
@@ -101,7 +108,7 @@ def parse(data: bytes, base: int, keymap: KeyMap | None = None, after: int | Non
     so far, which printed dicts with no step count on from."""
     records: list[Record] = []
     problems: list[Problem] = []
-    counter = [after or 0]
+    counter = [after]  # the last training step seen: None before the first
     pos = 0
     for raw in data.split(b"\n")[:-1]:
         offset, pos = base + pos, pos + len(raw) + 1
@@ -126,7 +133,7 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
         return _printed_dict(stripped, offset, counter, keymap, when)
-    return _pairs_line(text, offset, when)
+    return _pairs_line(text, offset, when, counter)
 
 
 def _shape(match: re.Match, names: dict, eval_fields: frozenset, offset: int, raw: bytes,
@@ -161,11 +168,13 @@ def _unprefixed(text: str) -> tuple[str, float | None]:
     return text, when
 
 
-def _pairs_line(text: str, offset: int, when: float | None) -> list[Record]:
+def _pairs_line(text: str, offset: int, when: float | None, counter: list[int]
+                ) -> list[Record]:
     fields = text.split("|") if "|" in text else [text]
     pairs: list[tuple[str, re.Match]] = []
     step = total = None
     is_eval = False
+    rest = []  # what is not pairs: a log line has little of it
     for field in fields:
         found = list(PAIR.finditer(field))
         if not found:
@@ -174,20 +183,29 @@ def _pairs_line(text: str, offset: int, when: float | None) -> list[Record]:
                 key = _key(match.group("words")) if match.group("words") else \
                     UNIT_KEYS[match.group("unit")]
                 pairs.append((key, match))
+            else:
+                rest.append(field)
             continue
+        rest.append(PAIR.sub(" ", field))
         for match in found:
             key = _key(match.group("key"))
-            if step is None and (key in STEP_KEYS or EVAL_STEP.fullmatch(match.group("key"))):
+            if step is None and _is_step_key(key, match):
                 value = _integer(match)
                 if value is not None:
                     step, total = value, match.group("total")
-                    is_eval = is_eval or key not in STEP_KEYS
+                    is_eval = is_eval or EVAL_STEP.fullmatch(match.group("key")) is not None
                     continue
             pairs.append((key, match))
-    if step is None or not pairs:
+    if not pairs or _prose(" ".join(rest)):
         return []
     keys = [k for k, _ in pairs]
     is_eval = is_eval or any(EVAL_WORD.match(k) for k in keys)
+    if step is None:
+        if counter[0] is None or not _lone_eval(text, keys):
+            return []
+        step = counter[0]  # llm.c's "val loss 3.2801": at the training step before it
+    elif not is_eval:
+        counter[0] = step
     row: dict = {STEP: step}
     for key, match in pairs:
         name = (EVAL_ALIASES.get(key) if is_eval else None) or ALIASES.get(key, key)
@@ -202,6 +220,29 @@ def _pairs_line(text: str, offset: int, when: float | None) -> list[Record]:
     if total is not None and not is_eval and step >= int(total) > 0:
         records.append(Record(offset, SUMMARY, {STEP: step, "planned_steps": int(total)}))
     return records
+
+
+def _is_step_key(key: str, match: re.Match) -> bool:
+    """``step``, ``iter``...; ``train step``, ``global step`` too (not a wrapper's
+    ``target step 7000``); a validation line's phrase (``validation loss at iteration``)."""
+    words = key.split("_") if " " in match.group("key") else [key]
+    return (key in STEP_KEYS or (len(words) == 2 and words[0] in STEP_QUALIFIERS
+                                 and words[-1] in STEP_KEYS and not match.group("kunit"))
+            or EVAL_STEP.fullmatch(match.group("key")) is not None)
+
+
+def _prose(rest: str) -> bool:
+    """Whether the line is more than its pairs: pasted source (``x = dict(step=1, loss=2)
+    # a comment``) or a sentence that holds numbers. A log line's other text is a word or
+    so (llm.c's ``(+nanz)``), its pairs and separators the rest."""
+    return len(PROSE_WORD.findall(rest)) > PROSE_WORDS
+
+
+def _lone_eval(text: str, keys: list[str]) -> bool:
+    """A line of validation values only, with no step: llm.c's stdout prints ``val loss
+    3.2801`` after the step it was measured at. Only a line that is nothing but such pairs:
+    prose that mentions a val loss is no row."""
+    return all(LONE_EVAL.fullmatch(k) for k in keys) and not PAIR.sub("", text).strip(" \t,;|")
 
 
 def _integral(value: float | None) -> bool:
@@ -246,11 +287,13 @@ def _printed_dict(text: str, offset: int, counter: list[int], keymap: KeyMap | N
     if not values:
         return []
     result, _ = normalise(values, keymap)
+    if result is None and not (text.startswith("{'") and any(map(DICT_METRIC.search, values))):
+        return []  # a JSON config or Python settings printed, not the Trainer's metrics
     if result is None:  # no step of its own: count one on
         kind = _dict_kind(values)
         if kind == TRAIN:
-            counter[0] += 1
-        result, _ = normalise({STEP: counter[0], **values}, keymap)
+            counter[0] = (counter[0] or 0) + 1
+        result, _ = normalise({STEP: counter[0] or 0, **values}, keymap)
         if result is None:
             return []
     elif result.kind == TRAIN and isinstance(result.data[STEP], int):
