@@ -1,6 +1,6 @@
-"""The detector's rules on real text logs of ../shared/realdata (issue 19, section 2), read
-here with a few lines of regex each, since ingest's text reader is another part's (section 1):
-its steps and losses in the order logged are all the detector needs.
+"""The detector's rules on real text logs of ../shared/realdata (issue 19, section 2), as
+ingest's text reader (formats/textlog.py) stores them through the real tailer: the training
+line's steps and losses in the order logged are all the detector needs.
 
 - torchtitan-crash-resume: right after each in-run checkpoint save (steps 5500, 6000, 6500)
   the loss jumps 2.5x and the grad norm 4x: the three loss spikes are each reported (the
@@ -12,38 +12,45 @@ its steps and losses in the order logged are all the detector needs.
 
 from __future__ import annotations
 
-import ast
 import math
-import re
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from app.diagnose.detect import CLOCK, NONFINITE, RunDetector, Watch
+from tests.app.test_ingest_bad_input import ingest
 from tests.conftest import SHARED
 
 REALDATA = SHARED / "realdata"
 pytestmark = pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is missing")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TITAN = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+)\s+grad_norm:\s*(\S+)")
-MODDED = re.compile(r"^step:(\d+)/\d+ train_loss:(\S+) .*step_avg:(\S+)ms")
-HF_DICT = re.compile(r"\{'loss'[^}]*\}")
+# each run's training line as stored, with its loss as the log names it
+COLUMNS = {"torchtitan-crash-resume": "loss, grad_norm",
+           "modded-nanogpt-muon": "train_loss AS loss, step_avg",
+           "modded-nanogpt-soap": "train_loss AS loss, step_avg",
+           "hf-chatglm2-lora-nohup": "loss, learning_rate"}
+STORED: dict[str, list[dict]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stored(tmp_path_factory):
+    """The runs through ingest --once's path (the real tailer into DuckDB), once."""
+    logs = tmp_path_factory.mktemp("realtext") / "logs"
+    for name in COLUMNS:
+        shutil.copytree(REALDATA / name, logs / name)
+    with ingest(logs) as mon:
+        mon.tailer.catch_up()
+        for name, columns in COLUMNS.items():
+            STORED[name] = mon.db.cursor().execute(
+                f"SELECT step, {columns} FROM metrics_all WHERE run = $run ORDER BY line_id",
+                {"run": name}).df().to_dict("records")
+    yield
+    STORED.clear()
 
 
 def rows(name: str) -> list[dict]:
-    (path,) = [p for p in (REALDATA / name).iterdir() if p.name != "README.md"]
-    text = ANSI.sub("", path.read_text(errors="replace")).replace("\r", "\n")
-    found = []
-    for line in text.splitlines():
-        if name.startswith("torchtitan") and (m := TITAN.search(line)):
-            found.append({"step": int(m[1]), "loss": float(m[2]), "grad_norm": float(m[3])})
-        elif name.startswith("modded") and (m := MODDED.match(line)):
-            found.append({"step": int(m[1]), "loss": float(m[2]), "step_avg": float(m[3])})
-        elif name.startswith("hf-") and (m := HF_DICT.search(line)):
-            entry = {k: float(v) for k, v in ast.literal_eval(m[0]).items() if k != "epoch"}
-            found.append({"step": 10 * (len(found) + 1), **entry})
-    return found
+    return STORED[name]
 
 
 def incidents(name: str) -> list[tuple]:
