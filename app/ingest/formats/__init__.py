@@ -10,7 +10,8 @@ Every reader returns ``Record``s and ``Problem``s (app/ingest/parse.py). An llm.
            data={"step": 8715, "loss": 3.5416, "lr": 0.00037, "grad_norm": 4.29})
 
 Modules, one per format: ``keys`` (any JSONL dict: aliases, nesting, kinds), ``jsonl`` (a
-JSONL file's complete lines), ``llmc`` (llm.c ``main.log``), ``hf_state`` (Hugging Face
+JSONL file's complete lines), ``textlog`` (text logs of any trainer: stdout, SLURM ``.out``,
+records), ``llmc`` (llm.c ``main.log``, one of textlog's shapes), ``hf_state`` (Hugging Face
 ``trainer_state.json``), ``tfrecord`` and ``tfevents`` (TensorBoard event files), ``detect``
 (which format a file is, and which of two logs of one run is read).
 """
