@@ -4,7 +4,8 @@ line's steps and losses in the order logged are all the detector needs.
 
 - torchtitan-crash-resume: right after each in-run checkpoint save (steps 5500, 6000, 6500)
   the loss jumps 2.5x and the grad norm 4x: the three loss spikes are each reported (the
-  third, 6501, hid behind the first two's rises before), the grad norm's as warnings;
+  third, 6501, hid behind the first two's rises before), the grad norm's jumps on the same
+  lines as part of them;
 - modded-nanogpt (Muon, SOAP): per-step noise and 1.4x single-step jumps from the data order,
   and `step_avg:nanms` until step 11 (an average of no steps yet): no incident;
 - the ChatGLM2 run memorised its data (loss 3.57 -> 0.0023, 1.5-1.8x blips at ~0.03): none.
