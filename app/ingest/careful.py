@@ -152,6 +152,7 @@ def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None, after: int |
         records += more
         problems += notes
         offset += len(raw) + 1
+        after = next((r.data.get("step") for r in reversed(more) if r.kind == TRAIN), after)
     return records, problems
 
 

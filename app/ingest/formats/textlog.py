@@ -95,6 +95,9 @@ SHAPES = ((re.compile(rb"s:(\d+)((?:[ \t]+[^\s:]+:\S+)+)[ \t]*"), llmc.NAMES,
 RESERVED = frozenset({TIME, ELAPSED_S, BUCKETS, EVENT_KEY})  # v1's own keys: renamed
 PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
 PROSE_WORDS = 3  # words beyond a line's pairs that it may hold and still be a log line
+# a cheap test first: a piece that could hold a row has one of these (a step key, a printed
+# dict, a validation value); the rest of a log (tracebacks, banners) costs one search
+CANDIDATE = re.compile(rb"(?i)step|iter|\bit\b|\{|val|eval|test")
 DICT_MAX = 16 * 1024
 # a step-less printed dict is the Trainer's (Python's repr, single quotes) with one of these
 DICT_METRIC = re.compile(r"loss|_runtime$|^learning_rate$|^grad_norm$|^eval_")
@@ -126,6 +129,8 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
         match = pattern.fullmatch(piece)
         if match:
             return _shape(match, names, eval_fields, offset, piece, problems)
+    if not CANDIDATE.search(piece):
+        return []  # no step key, dict or validation word: no row (most lines of a long log)
     text = ANSI.sub("", piece.decode("utf-8", "replace"))
     if any(p.match(text) for p in SKIP):
         return []
