@@ -356,6 +356,9 @@ class Database:
                 lost.tries, lost.last_error = lost.tries + 1, str(exc).split("\n")[0][:300]
                 continue
             with self._lock:
+                if self._closing.is_set():  # close() came meanwhile: it saw the old one
+                    con.close()
+                    return
                 self.con, self.lost = con, None
                 self.generation += 1
             if not again:

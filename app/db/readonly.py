@@ -154,9 +154,10 @@ def run_readonly(cursor: duckdb.DuckDBPyConnection, sql: str, *, params: dict | 
             reader = relation.to_arrow_reader(_BATCH_ROWS)
             kept, truncated = _fetch(reader, max_rows, max_bytes)
     except (duckdb.Error, OSError) as exc:  # pyarrow reports DuckDB's errors as OSError
-        if guard.over_memory is not None:
+        interrupted = isinstance(exc, duckdb.InterruptException) or "INTERRUPT Error" in str(exc)
+        if interrupted and guard.over_memory is not None:  # else its own error says more
             raise CliffwatchError(_memory_message(*guard.over_memory)) from None
-        if isinstance(exc, duckdb.InterruptException) or "INTERRUPT Error" in str(exc):
+        if interrupted:
             raise CliffwatchError(f"query exceeded {time_limit:g} s and was stopped; raise "
                                   "--sql-time-limit or narrow the query (WHERE run = ...)",
                                   status=408) from None
@@ -271,20 +272,20 @@ def _memory_held(probe) -> tuple[int, str] | None:
     share, else None."""
     try:
         used, limit = queries.execute(probe, "db/memory_use").fetchone()
-    except duckdb.OutOfMemoryException:
-        return (-1, "memory limit")  # not even this look fits: memory is gone
     except duckdb.Error:
-        return None  # closed or invalidated: the query's own error says so
+        # out of memory (what cannot be spilled was looked at before it got there: spilling
+        # itself is failing, and the query's own error says why), closed, or invalidated
+        return None
     cap = limit_bytes(limit.replace(" ", ""))
     return (used, limit) if cap and used > ADHOC_MEMORY_SHARE * cap else None
 
 
 def _memory_message(used: int, limit: str) -> str:
-    held = f"{used / 2**20:.1f} MiB of its {limit}" if used >= 0 else "all of its memory"
-    return (f"query stopped: it made the monitor's database hold {held} (--memory-limit) in "
-            "values it cannot spill to disk (list(), string_agg(), ...), and ad-hoc queries may "
-            "take only half, so that ingest and alerts always have room; narrow the query "
-            "(WHERE run = ..., fewer rows into list() or string_agg()) or raise --memory-limit")
+    return (f"query stopped: it made the monitor's database hold {used / 2**20:.1f} MiB of its "
+            f"{limit} (--memory-limit) in values it cannot spill to disk (list(), "
+            "string_agg(), ...), and ad-hoc queries may take only half, so that ingest and "
+            "alerts always have room; narrow the query (WHERE run = ..., fewer rows into list() "
+            "or string_agg()) or raise --memory-limit")
 
 
 def _rollback(cursor) -> None:
