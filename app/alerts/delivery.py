@@ -195,6 +195,7 @@ class Lane:
         self.wake = threading.Event()
         self.ready_at = 0.0  # monotonic time the next request may start
         self.unrecorded: tuple[Head, Answer, float] | None = None
+        self.generation = getattr(worker.db, "generation", 0)  # the database opening it reads
         # (time.monotonic() since, the last error, whether it was logged): a database problem
         # or a bug, not cleared yet
         self.trouble: tuple[float, str, bool] | None = None
@@ -240,6 +241,8 @@ class Lane:
         return wait
 
     def _step(self, client) -> float:
+        if self.unrecorded and self._stored_meanwhile():
+            self.unrecorded = None
         if self.unrecorded:
             self._record(*self.unrecorded)
             return 0.0
@@ -255,6 +258,17 @@ class Lane:
         self.unrecorded = (head, answer, started)
         self._record(head, answer, started)
         return 0.0
+
+    def _stored_meanwhile(self) -> bool:
+        """After the database was opened again: whether the record whose COMMIT raised was
+        stored all the same (DuckDB replayed it from its WAL), so it is not stored twice."""
+        generation = self.worker.db.generation
+        if generation == self.generation:
+            return False
+        head, (sent, _, _) = self._head(), self.unrecorded
+        self.generation = generation
+        return head is None or head.notification_id != sent.notification_id \
+            or head.attempts > sent.attempts
 
     def _recovered(self) -> None:
         if self.trouble is not None and self.trouble[2]:
