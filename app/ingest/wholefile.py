@@ -20,12 +20,13 @@ import os
 
 from . import careful
 from .filestate import FileState
-from .formats import hf_state
+from .formats import csvlog, hf_state
 from .openfile import LogHandle
 from .parse import MAX_EVENT_DEPTH, Parsed, Problem, decode, depth
 from .store import Batch, Store
 
-KINDS = frozenset({"run_meta", "hf_state"})
+KINDS = frozenset({"run_meta", "hf_state", "csv"})
+CSV_MAX = 256 << 20  # Lightning's metrics.csv: ~100 bytes a row
 STATE_MAX = 256 << 20  # a trainer_state.json is ~250 bytes per log_history entry
 INCOMPLETE = "trainer_state.json: {why}; read again when it changes"
 
@@ -40,6 +41,8 @@ def read(db_store: Store, state: FileState, new: FileState, handle: LogHandle,
     if state.kind == "run_meta":
         _run_meta(db_store, state, new, handle, settings.run_json_max_bytes)
         return True, 0
+    if state.kind == "csv":
+        return True, _csv(db_store, state, new, handle)
     return True, _trainer_state(db_store, state, new, handle)
 
 
@@ -59,6 +62,26 @@ def _run_meta(db_store: Store, state: FileState, new: FileState, handle: LogHand
         db_store.commit(state, Batch(Parsed(problems=[problem]), new))
         return
     db_store.commit(state, Batch(Parsed(), new, meta=meta))
+
+
+def _csv(db_store: Store, state: FileState, new: FileState, handle: LogHandle) -> int:
+    """Lightning's metrics.csv, rewritten whole when a key appears: the rows after those
+    stored (``FileState.lines`` counts them); fewer rows than stored is a new file, read
+    again from its start as a new attempt."""
+    size = handle.info.st_size
+    if size > CSV_MAX:
+        problem = Problem(0, "error", f"metrics.csv is over {CSV_MAX >> 20} MiB; not read")
+        db_store.commit(state, Batch(Parsed(problems=[problem]), new))
+        return 0
+    data = handle.read(0, size)
+    records, problems, rows = csvlog.parse(data, state.lines)
+    reason = None
+    if rows < state.lines:
+        records, problems, rows = csvlog.parse(data, 0)
+        reason, new.last_step = "file_replaced", None
+    new.lines = rows
+    parsed = careful.from_records(records, problems, first=state.lines == 0 or bool(reason))
+    return db_store.commit(state, Batch(parsed, new, reason))
 
 
 def _trainer_state(db_store: Store, state: FileState, new: FileState,

@@ -9,6 +9,7 @@ import pytest
 
 from app.ingest.formats import detect, tfrecord
 from app.ingest.formats.detect import (
+    CSV,
     EVENTS,
     HF_STATE,
     JSONL,
@@ -71,7 +72,8 @@ CONFIG = b"".join(b"n_layer%d = 12 # a config dump line\n" % i for i in range(30
     ("notes.txt", PROSE * (detect.TEXT_SNIFF_BYTES // len(PROSE) + 1), None),
     ("config.json", b"{}", None),
     ("model.safetensors", b"\x00" * 40, None),
-    ("metrics.csv", b"step,loss\n1,2.0\n", None),
+    ("metrics.csv", b"step,loss\n1,2.0\n", CSV),  # Lightning's CSVLogger
+    ("data.csv", b"step,loss\n1,2.0\n", None),
     ("metrics.jsonl.gz", b"\x1f\x8b", None),
 ])
 def test_detect(name, head, expected):
@@ -97,7 +99,8 @@ def test_the_real_logs_are_each_detected():
                 "megatron-ds-qwen7b/qwen7b_baseline_500.log": TEXT,
                 "megatron-lm-llama1b-killed/stdout.log": TEXT,
                 "hf-llama32-sft-quoted/train_log.txt": TEXT,
-                "hf-chatglm2-lora-nohup/result_CCKS_ChatGLMv2_lora_epoch25_1e-4.txt": TEXT}
+                "hf-chatglm2-lora-nohup/result_CCKS_ChatGLMv2_lora_epoch25_1e-4.txt": TEXT,
+                "lightning-yolov3-csv/metrics.csv": CSV}
     found = {}
     for path in sorted(REALDATA.rglob("*")):
         if path.is_file() and path.name != "README.md":

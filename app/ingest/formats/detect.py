@@ -21,14 +21,14 @@ from collections.abc import Iterable
 
 from ...keys import EVENT
 from ..parse import BOM, decode
-from . import llmc, textlog, tfrecord
+from . import csvlog, llmc, textlog, tfrecord
 from .keymap import KeyMap
 from .keys import STEP_ALIASES
 
 METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
-JSONL, HF_STATE, TFEVENTS, TEXT = "jsonl", "hf_state", "tfevents", "text"
+JSONL, HF_STATE, TFEVENTS, TEXT, CSV = "jsonl", "hf_state", "tfevents", "text", "csv"
 LLMC = "llmc"  # what text logs were called when only llm.c's were read: files stored so
-FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC})  # formats that are not v1
+FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC, CSV})  # formats that are not v1
 TEXT_SUFFIXES = (".log", ".txt", ".out")  # tee'd stdout, records, SLURM's slurm-<job>.out
 PENDING = "pending"
 V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META}
@@ -36,7 +36,7 @@ RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 HF_STATE_NAME = "trainer_state.json"
 TFEVENTS_PREFIX = "events.out.tfevents."
 NOT_A_NAME = ("not a log: not a name read (*.jsonl, trainer_state.json, events.out.tfevents.*, "
-              "text logs *.log, *.txt, *.out)")
+              "text logs *.log, *.txt, *.out, Lightning's metrics.csv)")
 NOT_JSON = "not a log: a JSON file other than run.json and trainer_state.json"
 SNIFF_LINES = 20  # complete lines looked at
 SNIFF_BYTES = 64 * 1024  # pass at least this much (or the whole file) as ``head``
@@ -60,6 +60,8 @@ def by_name(name: str) -> str | None:
         return JSONL
     if name.endswith(TEXT_SUFFIXES):
         return TEXT
+    if name in csvlog.NAMES:
+        return CSV
     return None
 
 
@@ -98,6 +100,13 @@ def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | 
         if not head.removeprefix(BOM).lstrip().startswith(b"{"):
             return None, "not a log: trainer_state.json that is not a JSON object"
         return fmt, "Hugging Face Trainer state"
+    if fmt == CSV:
+        found = csvlog.sniff(head)
+        if found is None:
+            return PENDING, "no complete header line yet"
+        if not found:
+            return None, "not a log: metrics.csv whose header names no step column"
+        return fmt, "Lightning CSVLogger metrics"
     if fmt == TFEVENTS:
         if len(head) < tfrecord.HEADER:
             return PENDING, "no whole record header yet"
