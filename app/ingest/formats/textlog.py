@@ -74,12 +74,15 @@ _NUMBER = (r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)
 _UNIT = "|".join(re.escape(u) for u in UNITS)
 _VALUE = (rf"(?P<num>{_NUMBER})(?:\s*/\s*(?P<total>\d+))?(?P<mult>[kKMB](?![A-Za-z]))?"
           rf"(?:\s?(?P<unit>{_UNIT})(?![\w/]))?(?=$|[\s,;:|()\]])")
-_KEY = r"[A-Za-z_][\w./-]*(?: [A-Za-z_][\w./-]*)*"
+# bounded (6 words of 40 characters, starting a word) so that a line of a megabyte costs
+# linear time: unbounded, a long line of words with no number backtracks quadratically
+_WORD = r"[A-Za-z_][\w./-]{0,40}"
+_KEY = rf"(?<![\w./-]){_WORD}(?: {_WORD}){{0,5}}"
 PAIR = re.compile(rf"(?P<key>{_KEY})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
                   rf"(?:\s*[:=]\s*|\s+){_VALUE}")
 VALUE_FIRST = re.compile(rf"\s*{_VALUE}\s*(?P<words>{_KEY})?\s*")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-SKIP = (re.compile(r".*\d+%\|.*\|\s*\d+/\d+ \["),)  # a tqdm bar: progress, no measurement
+SKIP = (re.compile(r"\d+%\|[^|]{0,200}\|\s*\d+/\d+ \["),)  # a tqdm bar: no measurement
 _TIME = r"(?P<time>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 _LEVEL = r"(?:DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)"
 PREFIXES = (
@@ -132,7 +135,7 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
     if not CANDIDATE.search(piece):
         return []  # no step key, dict or validation word: no row (most lines of a long log)
     text = ANSI.sub("", piece.decode("utf-8", "replace"))
-    if any(p.match(text) for p in SKIP):
+    if any(p.search(text) for p in SKIP):
         return []
     text, when = _unprefixed(text)
     stripped = text.strip()
