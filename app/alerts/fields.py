@@ -19,7 +19,8 @@ from .duration import DurationTooLong, format_duration, parse_duration
 SEVERITIES = ("critical", "warning", "info")
 OPS = (">", ">=", "<", "<=")
 DIRECTIONS = ("rise", "fall")
-KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler", "divergence")  # what app/diagnose reports
+# what app/diagnose reports
+KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler", "divergence")
 _LINES = re.compile(r"\s*(\d+)\s*lines?\s*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
