@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.ingest.formats import EVAL, SUMMARY, TRAIN, detect, textlog
+from app.ingest.formats.keymap import KeyMap
 from tests.app.test_ingest_bad_input import ingest, query
 
 DATA = Path(__file__).parents[1] / "data" / "textlog"
@@ -107,6 +108,13 @@ def test_each_form_of_one_line(line):
     assert (record.kind, record.data["step"], record.data["loss"]) == (TRAIN, 1, 2.5)
 
 
+def test_a_runs_own_step_key_and_names_count_in_text_lines_too():
+    keymap = KeyMap(step="Batch", rename={"objective": "loss"})
+    (record,), _ = textlog.parse(b"Batch 12 | objective 0.5\n", 0, keymap)
+    assert record.data == {"step": 12, "loss": 0.5}
+    assert textlog.parse(b"Batch 12 | objective 0.5\n", 0) == ([], [])
+
+
 @pytest.mark.parametrize("line", [
     b"Training starts at step 6501", b"for step in range(10):",
     b"    x = dict(step=1, loss=2.0)  # the first step and a made up loss value",
@@ -130,8 +138,8 @@ def test_a_hostile_printed_dict_is_no_row_and_no_crash(text):
 @pytest.mark.parametrize("line", [b"step " + b"word " * 200_000, b"step 1 " + b"a" * 1_000_000,
                                   b"step " + b"5%|" * 300_000, b"step 1 " + b"k: 1 " * 150_000])
 def test_a_line_of_a_megabyte_is_read_at_once(line):
-    """Words with no number after them backtracked quadratically before keys were bounded:
-    the first of these took minutes (4,000 words: 20 s); each is now well under a second."""
+    """Words with no number after them backtracked quadratically before keys were bounded
+    (measured: 1,000 words 0.9 s, 4,000 words 20 s); each of these is linear now."""
     records, problems = textlog.parse(line + b"\n", 0)
     assert problems == [] and len(records) <= 1
 

@@ -132,7 +132,8 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
         match = pattern.fullmatch(piece)
         if match:
             return _shape(match, names, eval_fields, offset, piece, problems)
-    if not CANDIDATE.search(piece):
+    if not CANDIDATE.search(piece) and not (
+            keymap is not None and keymap.step and keymap.step.lower().encode() in piece.lower()):
         return []  # no step key, dict or validation word: no row (most lines of a long log)
     text = ANSI.sub("", piece.decode("utf-8", "replace"))
     if any(p.search(text) for p in SKIP):
@@ -141,7 +142,7 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
         return _printed_dict(stripped, offset, counter, keymap, when)
-    return _pairs_line(text, offset, when, counter)
+    return _pairs_line(text, offset, when, counter, keymap)
 
 
 def _shape(match: re.Match, names: dict, eval_fields: frozenset, offset: int, raw: bytes,
@@ -176,8 +177,8 @@ def _unprefixed(text: str) -> tuple[str, float | None]:
     return text, when
 
 
-def _pairs_line(text: str, offset: int, when: float | None, counter: list[int]
-                ) -> list[Record]:
+def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
+                keymap: KeyMap | None = None) -> list[Record]:
     fields = text.split("|") if "|" in text else [text]
     pairs: list[tuple[str, re.Match]] = []
     step = total = None
@@ -197,7 +198,8 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int]
         rest.append(PAIR.sub(" ", field))
         for match in found:
             key = _key(match.group("key"))
-            if step is None and _is_step_key(key, match):
+            if step is None and (_is_step_key(key, match)
+                                 or (keymap is not None and key == _key(keymap.step or ""))):
                 value = _integer(match)
                 if value is not None:
                     step, total = value, match.group("total")
@@ -217,6 +219,8 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int]
     row: dict = {STEP: step}
     for key, match in pairs:
         name = (EVAL_ALIASES.get(key) if is_eval else None) or ALIASES.get(key, key)
+        if keymap is not None:
+            name = keymap.rename.get(name, name)  # the run's own mappings (keymap.py)
         if name in RESERVED:  # nanoGPT's "time 35.21ms" is a duration, not v1's time
             name = f"{name}_{match.group('unit')}" if match.group("unit") else f"log_{name}"
         if name not in row:
