@@ -266,7 +266,10 @@ class Database:
             if invalidated(exc):
                 self.suspect(exc)  # the keeper opens the file again: no cursor to set aside
                 return
-            log.warning("rollback failed; opening a fresh database cursor", exc_info=True)
+            # one line, no traceback: it comes in bursts under memory pressure
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            log.warning("rollback failed (%s: %s); this thread opens a fresh database cursor",
+                        type(exc).__name__, first)
             self.reset_cursor()
 
     def _retire_set_aside(self) -> None:
