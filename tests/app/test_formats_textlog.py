@@ -5,7 +5,9 @@ that becomes a log as it grows, printed dicts counted on across reads."""
 
 from __future__ import annotations
 
+import logging
 import math
+import random
 import time
 from pathlib import Path
 
@@ -180,3 +182,40 @@ def test_through_the_tailer_a_late_first_line_a_readme_and_a_notes_file_that_gro
             ("hf", 1), ("later", 3), ("megatron", 3)]
         assert query(mon, "SELECT file, reason FROM ingest_errors") == []
         assert query(mon, "SELECT reason FROM attempts WHERE reason <> 'start'") == []
+
+
+TEXT_BAD = [f"step {'9' * 23} | loss 1".encode(), f"iter {'1' + '0' * 5000}: loss 1".encode(),
+            b"step:18446744073709551616 train_loss:1"]
+TEXT_NOISE = [b"step 1 loss abc", b"\xff\xfe step x loss 1", b"{'loss': " * 300 + b"1",
+              b"{" * 5000 + b"}" * 5000, b"{'loss': 1e999, 'epoch': '\xff'}", b"\x00" * 30,
+              b"\x1b[38;2;1;2;3m\x1b[0m\x1b[", b"step", b"| | | |", b"{'loss': [1, {2: 3}]}",
+              b"eval_loss " + b"9" * 400, b"", b"\r\r\r", b"step 2 " + b"k: 1 " * 2000]
+
+
+def test_hostile_text_lines_through_the_tailer(tmp_path, caplog):
+    """Hostile lines among good ones: every good line stored once, every step past 64 bits an
+    error at its offset, nothing else said, and the file read to its end."""
+    from tests.app.test_ingest_attack_formats import errors_at, healthy, offsets
+
+    rng = random.Random(19)
+    lines, bad, good = [b"step 0 | loss 2.0 | good 1"], [], 1
+    for step in range(1, 300):
+        if step % 3 == 0:
+            lines.append(b"step %d | loss 0.5 | good 1" % (10**6 + step))
+            good += 1
+        elif rng.random() < 0.3:
+            lines.append(rng.choice(TEXT_BAD))
+            bad.append(len(lines) - 1)
+        elif rng.random() < 0.8:
+            lines.append(rng.choice(TEXT_NOISE))
+        else:
+            lines.append(bytes(b for b in rng.randbytes(rng.randint(0, 60)) if b != 10))
+    data = b"\n".join(lines) + b"\n"
+    (tmp_path / "logs" / "noisy").mkdir(parents=True)
+    (tmp_path / "logs" / "noisy" / "train.log").write_bytes(data)
+    with caplog.at_level(logging.WARNING, "cliffwatch.ingest"), ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        healthy(mon, caplog)
+        assert query(mon, "SELECT count(good) FROM metrics_all") == [(good,)]
+        assert {offsets(lines)[i] for i in bad} <= errors_at(mon)
+        assert query(mon, 'SELECT "offset" FROM files') == [(len(data),)]

@@ -41,6 +41,7 @@ config dumps, pasted source, nvidia-smi tables) are skipped without a word: they
 from __future__ import annotations
 
 import ast
+import math
 import re
 
 from ...keys import BUCKETS, ELAPSED_S, EPOCH, STEP, TIME
@@ -214,7 +215,7 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
         if counter[0] is None or not _lone_eval(text, keys):
             return []
         step = counter[0]  # llm.c's "val loss 3.2801": at the training step before it
-    elif not is_eval:
+    elif not is_eval and isinstance(step, int):
         counter[0] = step
     row: dict = {STEP: step}
     for key, match in pairs:
@@ -229,7 +230,8 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
     if when is not None:
         row[TIME] = when
     records = [Record(offset, EVAL if is_eval else TRAIN, row)]
-    if total is not None and not is_eval and step >= int(total) > 0:
+    if total is not None and not is_eval and isinstance(step, int) \
+            and step >= int(total[:llmc.STEP_DIGITS]) > 0:
         records.append(Record(offset, SUMMARY, {STEP: step, "planned_steps": int(total)}))
     return records
 
@@ -265,9 +267,13 @@ def _key(words: str) -> str:
     return "_".join(words.lower().split())
 
 
-def _integer(match: re.Match) -> int | None:
+def _integer(match: re.Match) -> int | float | None:
+    """A step's integer; past 20 digits (no 64-bit step has more, and int() refuses past
+    4,300) infinity, which the ingest path refuses as a step with an error at its line."""
     text = match.group("num").replace(",", "")
-    return int(text) if text.isdigit() and not match.group("mult") else None
+    if not text.isdigit() or match.group("mult"):
+        return None
+    return int(text) if len(text) <= llmc.STEP_DIGITS else math.inf
 
 
 def _number(match: re.Match) -> float | None:
@@ -350,5 +356,13 @@ def _depth(text: str) -> int:
 def sniff(head: bytes, keymap: KeyMap | None = None) -> bool:
     """Whether any complete line of ``head`` reads as a row."""
     end = head.rfind(b"\n") + 1
-    records, _ = parse(head[:end], 0, keymap)
+    try:
+        records, _ = parse(head[:end], 0, keymap)
+    except Exception:  # a line its rules did not foresee: the others still tell
+        records = []
+        for line in head[:end].split(b"\n"):
+            try:
+                records += parse(line + b"\n", 0, keymap)[0]
+            except Exception:  # that line is no row; careful.py records it when read
+                continue
     return any(r.kind in (TRAIN, EVAL) for r in records)
