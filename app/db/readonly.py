@@ -238,15 +238,24 @@ class _Guard:
     def _watch(self) -> None:
         deadline = time.monotonic() + self.limit
         try:
+            start = _memory_look(self.probe)  # what others hold: the pace is this query's
+            before = None if start is None else start[0]
             while not self.done.wait(max(0.0, min(GUARD_S, deadline - time.monotonic()))):
                 if time.monotonic() >= deadline:
                     self._stop()
                     return
-                held = _memory_held(self.probe)
-                if held is not None:
-                    self.over_memory = held
+                look = _memory_look(self.probe)
+                if look is None:
+                    continue
+                held, cap, shown = look
+                # where it will be at the next look, at the pace since the last one: with many
+                # threads a list() grows by more than the share in one interval
+                pace = 0 if before is None else max(0, held - before)
+                if held + pace > ADHOC_MEMORY_SHARE * cap:
+                    self.over_memory = (held, shown)
                     self._stop()
                     return
+                before = held
         finally:
             with contextlib.suppress(duckdb.Error):
                 self.probe.close()
@@ -267,17 +276,17 @@ class _Guard:
         self.done.set()
 
 
-def _memory_held(probe) -> tuple[int, str] | None:
-    """(bytes DuckDB holds that it cannot spill, its limit as shown) when past the ad-hoc
-    share, else None."""
+def _memory_look(probe) -> tuple[int, int, str] | None:
+    """(bytes DuckDB holds that it cannot spill, its limit in bytes, the limit as shown), or
+    None when it cannot say."""
     try:
-        used, limit = queries.execute(probe, "db/memory_use").fetchone()
+        held, shown = queries.execute(probe, "db/memory_use").fetchone()
     except duckdb.Error:
         # out of memory (what cannot be spilled was looked at before it got there: spilling
         # itself is failing, and the query's own error says why), closed, or invalidated
         return None
-    cap = limit_bytes(limit.replace(" ", ""))
-    return (used, limit) if cap and used > ADHOC_MEMORY_SHARE * cap else None
+    cap = limit_bytes(shown.replace(" ", ""))
+    return (held, cap, shown) if cap else None
 
 
 def _memory_message(used: int, limit: str) -> str:
