@@ -13,9 +13,10 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
+from ..diagnose.diagnosis import KIND_RANK
 from . import picker, source
 
-KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler")
+KINDS = tuple(KIND_RANK)  # every kind diagnosis reports (a divergence was missing here)
 ALL = "every run"
 
 
@@ -50,7 +51,8 @@ def live(run: str | None, kinds: list[str]) -> None:
     table = source.incidents_table(run, tuple(kinds) or None)
     if table.empty:
         st.info("No incidents" + (f" in {source.md(run)}" if run else "") + " so far: detection "
-                "looks for loss spikes, accuracy cliffs, stalls and NaN/inf as lines arrive.")
+                "looks for loss spikes, divergences, accuracy cliffs, stalls and NaN/inf as lines "
+                "arrive.")
         return
     table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
                                zip(table["run"], table["from_step"], table["to_step"],
