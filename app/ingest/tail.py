@@ -536,6 +536,10 @@ class Tailer:
         fmt, why = detect.detect(name, handle.read(0, detect.sniff_bytes(name)),
                                  self.store.keymap(state.run))
         if fmt == detect.PENDING:
+            if why.startswith(detect.NOT_YET) and state.path not in self.undecided:
+                # said once (each start): a text file with no log line so far, kept looking at
+                self.store.commit(state, Batch(Parsed(problems=[
+                    Problem(0, "info", why)]), copy.copy(state)))
             self.undecided[state.path] = (handle.info.st_size, handle.info.st_mtime)
             return False
         self.undecided.pop(state.path, None)

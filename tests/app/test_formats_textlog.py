@@ -180,7 +180,15 @@ def test_through_the_tailer_a_late_first_line_a_readme_and_a_notes_file_that_gro
         assert rows == [("hf", 4, 1, 4), ("later", 5, 0, 40), ("megatron", 4, 1, 4)]
         assert query(mon, "SELECT run, count(*) FROM evals GROUP BY run ORDER BY run") == [
             ("hf", 1), ("later", 3), ("megatron", 3)]
-        assert query(mon, "SELECT file, reason FROM ingest_errors") == []
+        assert query(mon, "SELECT file, reason FROM ingest_errors WHERE severity <> 'info'"
+                     ) == []
+        # said once each: the README is no log so far, nor was the SLURM file when it queued
+        notes = query(mon, "SELECT file, reason FROM ingest_errors ORDER BY file")
+        assert [file for file, _ in notes] == ["docs/README.txt", "later/slurm-42.out"]
+        assert all(why.startswith("not a log yet: no line with a step-like key")
+                   and why.endswith("looked at again as it grows") for _, why in notes)
+        assert query(mon, "SELECT run FROM runs ORDER BY run") == [
+            ("hf",), ("later",), ("megatron",)]  # no run for the README
         assert query(mon, "SELECT reason FROM attempts WHERE reason <> 'start'") == []
 
 

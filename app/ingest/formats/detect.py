@@ -31,6 +31,7 @@ LLMC = "llmc"  # what text logs were called when only llm.c's were read: files s
 FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC, CSV})  # formats that are not v1
 TEXT_SUFFIXES = (".log", ".txt", ".out")  # tee'd stdout, records, SLURM's slurm-<job>.out
 PENDING = "pending"
+NOT_YET = "not a log yet"  # PENDING's reason for a text file with no log line so far
 V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META}
 RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 HF_STATE_NAME = "trainer_state.json"
@@ -142,7 +143,7 @@ def _sniff_text(head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
            "number, and no printed metrics dict")
     if len(head) >= TEXT_SNIFF_BYTES:
         return None, f"not a log: {why} in its first {TEXT_SNIFF_BYTES >> 20} MiB"
-    return PENDING, f"not a log yet: {why}; looked at again as it grows"
+    return PENDING, f"{NOT_YET}: {why}; looked at again as it grows"
 
 
 def _has_step(line: bytes, keymap: KeyMap, steps: tuple[str, ...]) -> bool:
