@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest.formats import EVAL, SUMMARY, TRAIN, detect, textlog
+from app.ingest.formats import EVAL, SUMMARY, TRAIN, Record, detect, textlog
 from app.ingest.formats.keymap import KeyMap
 from tests.app.test_ingest_bad_input import ingest, query
 
@@ -144,6 +144,12 @@ def test_a_line_of_a_megabyte_is_read_at_once(line):
     (measured: 1,000 words 0.9 s, 4,000 words 20 s); each of these is linear now."""
     records, problems = textlog.parse(line + b"\n", 0)
     assert problems == [] and len(records) <= 1
+
+
+def test_a_planned_total_of_thousands_of_digits_is_no_total():
+    total = b"0" * 19 + b"1" + b"0" * 4400  # int() refuses past 4,300 digits
+    assert textlog.parse(b"step 5/" + total + b" loss 1\n", 0) == (
+        [Record(0, TRAIN, {"step": 5, "loss": 1.0})], [])
 
 
 def test_a_readme_is_not_a_log_yet_and_a_whole_sample_of_prose_is_none():

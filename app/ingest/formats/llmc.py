@@ -45,15 +45,15 @@ def parse(data: bytes, base: int) -> tuple[list[Record], list[Problem]]:
             problems.append(Problem(offset, "error", f"'s:' is not a step within 64 bits "
                                     f"({len(digits)} digits); line skipped", excerpt(raw)))
             continue
-        row, kind, odd = _row(int(digits), match.group(2).split())
+        data, kind, odd = row(int(digits), match.group(2).split())
         if odd:
             problems.append(Problem(offset, "warning", f"not a number: {', '.join(odd)}; "
                                     "stored as NULL", excerpt(raw)))
-        records.append(Record(offset, kind, row))
+        records.append(Record(offset, kind, data))
     return records, problems
 
 
-def _row(step: int, pairs: list[bytes]) -> tuple[dict, str, list[str]]:
+def row(step: int, pairs: list[bytes]) -> tuple[dict, str, list[str]]:
     row: dict = {STEP: step}
     fields, odd = [], []
     for pair in pairs:

@@ -154,7 +154,7 @@ def _shape(match: re.Match, names: dict, eval_fields: frozenset, offset: int, ra
         problems.append(Problem(offset, "error", f"'s:' is not a step within 64 bits "
                                 f"({len(digits)} digits); line skipped", excerpt(raw)))
         return []
-    row, kind, odd = llmc._row(int(digits), match.group(2).split())
+    row, kind, odd = llmc.row(int(digits), match.group(2).split())
     if odd:
         problems.append(Problem(offset, "warning", f"not a number: {', '.join(odd)}; "
                                 "stored as NULL", excerpt(raw)))
@@ -180,19 +180,41 @@ def _unprefixed(text: str) -> tuple[str, float | None]:
 
 def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
                 keymap: KeyMap | None = None) -> list[Record]:
-    fields = text.split("|") if "|" in text else [text]
+    pairs, step, total, is_eval, rest = _collect(text, keymap)
+    if not pairs or _prose(rest):
+        return []
+    keys = [k for k, _ in pairs]
+    is_eval = is_eval or any(EVAL_WORD.match(k) for k in keys)
+    if step is None:
+        if counter[0] is None or not _lone_eval(text, keys):
+            return []
+        step = counter[0]  # llm.c's "val loss 3.2801": at the training step before it
+    elif not is_eval and isinstance(step, int):
+        counter[0] = step
+    row = _row(step, pairs, is_eval, keymap)
+    if when is not None:
+        row[TIME] = when
+    records = [Record(offset, EVAL if is_eval else TRAIN, row)]
+    planned = int(total) if total is not None and len(total) <= llmc.STEP_DIGITS else None
+    if planned and not is_eval and isinstance(step, int) and step >= planned:
+        records.append(Record(offset, SUMMARY, {STEP: step, "planned_steps": planned}))
+    return records
+
+
+def _collect(text: str, keymap: KeyMap | None):
+    """``(pairs, step, planned total, is a validation line, what is not pairs)`` of a line:
+    pairs in ``key value`` order, or value first in a ``|`` field (llm.c's ``| 3788.44 ms |``)."""
     pairs: list[tuple[str, re.Match]] = []
     step = total = None
     is_eval = False
     rest = []  # what is not pairs: a log line has little of it
-    for field in fields:
+    for field in text.split("|") if "|" in text else [text]:
         found = list(PAIR.finditer(field))
         if not found:
             match = VALUE_FIRST.fullmatch(field)
             if match and (match.group("words") or match.group("unit") in UNIT_KEYS):
-                key = _key(match.group("words")) if match.group("words") else \
-                    UNIT_KEYS[match.group("unit")]
-                pairs.append((key, match))
+                pairs.append((_key(match.group("words")) if match.group("words")
+                              else UNIT_KEYS[match.group("unit")], match))
             else:
                 rest.append(field)
             continue
@@ -207,16 +229,12 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
                     is_eval = is_eval or EVAL_STEP.fullmatch(match.group("key")) is not None
                     continue
             pairs.append((key, match))
-    if not pairs or _prose(" ".join(rest)):
-        return []
-    keys = [k for k, _ in pairs]
-    is_eval = is_eval or any(EVAL_WORD.match(k) for k in keys)
-    if step is None:
-        if counter[0] is None or not _lone_eval(text, keys):
-            return []
-        step = counter[0]  # llm.c's "val loss 3.2801": at the training step before it
-    elif not is_eval and isinstance(step, int):
-        counter[0] = step
+    return pairs, step, total, is_eval, " ".join(rest)
+
+
+def _row(step: int | float, pairs: list[tuple[str, re.Match]], is_eval: bool,
+         keymap: KeyMap | None) -> dict:
+    """The v1 dict of a line's pairs, names as the tables say (the first of a name wins)."""
     row: dict = {STEP: step}
     for key, match in pairs:
         name = (EVAL_ALIASES.get(key) if is_eval else None) or ALIASES.get(key, key)
@@ -227,13 +245,7 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
         if name not in row:
             value = _number(match)
             row[name] = int(value) if name == EPOCH and _integral(value) else value
-    if when is not None:
-        row[TIME] = when
-    records = [Record(offset, EVAL if is_eval else TRAIN, row)]
-    if total is not None and not is_eval and isinstance(step, int) \
-            and step >= int(total[:llmc.STEP_DIGITS]) > 0:
-        records.append(Record(offset, SUMMARY, {STEP: step, "planned_steps": int(total)}))
-    return records
+    return row
 
 
 def _is_step_key(key: str, match: re.Match) -> bool:
