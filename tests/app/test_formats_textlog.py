@@ -101,6 +101,17 @@ def test_an_older_trainer_under_nohup_counts_on_from_the_steps_stored():
     assert steps(got[SUMMARY]) == [44]
 
 
+def test_fairseq_updates_with_its_validation_and_epoch_summary_apart():
+    """A log this reader was not written against: fairseq counts num_updates, marks its
+    lines "| valid |" and "| train |" (the epoch's summary at its last update's step)."""
+    got = read("fairseq_train.log")
+    assert steps(got[TRAIN]) == [100, 200, 300]
+    assert (got[TRAIN][0]["loss"], got[TRAIN][0]["grad_norm"], got[TRAIN][0]["epoch"]) == (
+        8.1, 0.8, 1)
+    assert [(e["step"], e["val_loss"]) for e in got[EVAL]] == [(300, 5.912)]
+    assert [(s["step"], s["loss"]) for s in got[SUMMARY]] == [(300, 7.512)]
+
+
 @pytest.mark.parametrize("line", [
     b"step 1/20 | loss 2.5 |", b"step=1 loss=2.5", b"step: 1  loss: 2.5", b"| step 1 | loss 2.5 |",
     b"2024-05-01 12:00:00 INFO step 1 loss 2.5", b"\x1b[38;2;180;60;0mstep:1\x1b[39m loss:2.5",

@@ -54,12 +54,18 @@ from .keys import normalise, unix_time
 # not "steps": DeepSpeed's "steps: 2 loss: ..." repeats the step its Megatron line gives, and
 # "Steps 1-50: Energy=..." or "STEPS=7000" are ranges and settings
 STEP_KEYS = frozenset({"step", "iter", "iteration", "it", "global_step", "current_step",
-                       "current_steps"})
+                       "current_steps", "num_updates"})  # fairseq counts updates
+# fields that say what a line is: fairseq's "| valid | epoch 001 | ..." is validation, its
+# "| train | epoch 001 | ..." the epoch's summary (at the step of its last update: as a
+# training row it would repeat that step, a resume)
+LINE_KINDS = ((re.compile(r"\|\s*(?:valid|validation|eval|test)\s*\|"), "eval"),
+              (re.compile(r"\|\s*train\s*\|\s*epoch\b"), "summary"))
 STEP_QUALIFIERS = frozenset({"train", "training", "global", "optimizer"})
 EVAL_STEP = re.compile(r"(?:validation|valid|val|eval\w*|test)\b.* at (?:iteration|iter|step)",
                        re.IGNORECASE)
 ALIASES = {"lm_loss": "loss", "grad_norm": "grad_norm", "grad_norm_total": "grad_norm",
-           "norm": "grad_norm", "gradient_norm": "grad_norm", "trl": "loss",
+           "norm": "grad_norm", "gradient_norm": "grad_norm", "gnorm": "grad_norm",
+           "trl": "loss",
            "learning_rate": "lr", "loss_scale": "grad_scale", "tok/s": "tok_per_sec",
            "tokens_per_second": "tok_per_sec"}
 EVAL_ALIASES = {"lm_loss_value": "val_loss", "lm_loss_ppl": "val_ppl", "loss": "val_loss"}
@@ -91,7 +97,8 @@ PREFIXES = (
     re.compile(r"\[\w{3} \w{3} +\d+ \d\d:\d\d:\d\d[^\]]{0,20}\]\s*"),  # date(1) in a wrapper
     re.compile(r"\[[\w.-]{1,20}\]\s+(?=\d{4}-)"),  # torchtitan's [titan] before its date
     re.compile(rf"\[{_LEVEL}\|[^\]]*\]\s*"),  # transformers' [INFO|trainer.py:1793]
-    re.compile(rf"\[?{_TIME}\]?(?:\s*-\s*[\w.]+\s*-\s*{_LEVEL}\s*-|\s+{_LEVEL}:?|\s*>>)?\s*"),
+    re.compile(rf"\[?{_TIME}\]?(?:\s*-\s*[\w.]+\s*-\s*{_LEVEL}\s*-|\s+{_LEVEL}:?|\s*>>"
+               rf"|\s*\|\s*{_LEVEL}\s*\|)?\s*"),  # fairseq's "2023-06-13 17:31:08 | INFO | "
     re.compile(rf"{_LEVEL}(?::\s*|\s+-\s+|\s+)"),
 )
 SHAPES = ((re.compile(rb"s:(\d+)((?:[ \t]+[^\s:]+:\S+)+)[ \t]*"), llmc.NAMES,
@@ -101,7 +108,8 @@ PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
 PROSE_WORDS = 3  # words beyond a line's pairs that it may hold and still be a log line
 # a cheap test first: a piece that could hold a row has one of these (a step key, a printed
 # dict, a validation value); the rest of a log (tracebacks, banners) costs one search
-CANDIDATE = re.compile(rb"(?i)step|iter|\bit\b|\{|val|eval|test")
+_STEP_WORDS = "|".join(sorted(STEP_KEYS))
+CANDIDATE = re.compile(rf"(?i)\b(?:{_STEP_WORDS})\b|\{{|val|eval|test")
 DICT_MAX = 16 * 1024
 # a step-less printed dict is the Trainer's (Python's repr, single quotes) with one of these
 DICT_METRIC = re.compile(r"loss|_runtime$|^learning_rate$|^grad_norm$|^eval_")
@@ -133,10 +141,10 @@ def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
         match = pattern.fullmatch(piece)
         if match:
             return _shape(match, names, eval_fields, offset, piece, problems)
-    if not CANDIDATE.search(piece) and not (
-            keymap is not None and keymap.step and keymap.step.lower().encode() in piece.lower()):
-        return []  # no step key, dict or validation word: no row (most lines of a long log)
     text = ANSI.sub("", piece.decode("utf-8", "replace"))
+    if not CANDIDATE.search(text) and not (
+            keymap is not None and keymap.step and keymap.step.lower() in text.lower()):
+        return []  # no step key, dict or validation word: no row (most lines of a long log)
     if any(p.search(text) for p in SKIP):
         return []
     text, when = _unprefixed(text)
@@ -181,6 +189,8 @@ def _unprefixed(text: str) -> tuple[str, float | None]:
 def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
                 keymap: KeyMap | None = None) -> list[Record]:
     pairs, step, total, is_eval, rest = _collect(text, keymap)
+    marked = next((kind for mark, kind in LINE_KINDS if mark.search(f"|{text}")), None)
+    is_eval = is_eval or marked == EVAL
     if not pairs or _prose(rest):
         return []
     keys = [k for k, _ in pairs]
@@ -189,11 +199,13 @@ def _pairs_line(text: str, offset: int, when: float | None, counter: list[int],
         if counter[0] is None or not _lone_eval(text, keys):
             return []
         step = counter[0]  # llm.c's "val loss 3.2801": at the training step before it
-    elif not is_eval and isinstance(step, int):
+    elif not is_eval and marked is None and isinstance(step, int):
         counter[0] = step
     row = _row(step, pairs, is_eval, keymap)
     if when is not None:
         row[TIME] = when
+    if marked == SUMMARY:
+        return [Record(offset, SUMMARY, row)]
     records = [Record(offset, EVAL if is_eval else TRAIN, row)]
     planned = int(total) if total is not None and len(total) <= llmc.STEP_DIGITS else None
     if planned and not is_eval and isinstance(step, int) and step >= planned:
@@ -208,15 +220,16 @@ def _collect(text: str, keymap: KeyMap | None):
     step = total = None
     is_eval = False
     rest = []  # what is not pairs: a log line has little of it
-    for field in text.split("|") if "|" in text else [text]:
+    in_table = "|" in text
+    for field in text.split("|") if in_table else [text]:
         found = list(PAIR.finditer(field))
         if not found:
             match = VALUE_FIRST.fullmatch(field)
             if match and (match.group("words") or match.group("unit") in UNIT_KEYS):
                 pairs.append((_key(match.group("words")) if match.group("words")
                               else UNIT_KEYS[match.group("unit")], match))
-            else:
-                rest.append(field)
+            elif not in_table or any(c.isdigit() for c in field):
+                rest.append(field)  # a "| valid |" label in a table of fields is no prose
             continue
         rest.append(PAIR.sub(" ", field))
         for match in found:
