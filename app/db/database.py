@@ -370,20 +370,23 @@ class Database:
             self._reopened_at = time.monotonic()
             return
 
-    def _close(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _close(self, con: duckdb.DuckDBPyConnection, patience_s: float | None = None) -> None:
         """Close ``con``, interrupting the threads still inside a call on one of its cursors
         (DuckDB refuses to close a connection in use, and a statement on an invalidated
-        database returns at once or at its next interrupt check)."""
+        database returns at once or at its next interrupt check); after ``patience_s`` the
+        refusal is raised (None: keep trying)."""
+        deadline = None if patience_s is None else time.monotonic() + patience_s
         while True:
             try:
                 con.close()
                 return
             except duckdb.ResourceInUseException:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise
                 for cur in list(self._cursors):
                     with contextlib.suppress(duckdb.Error):
                         cur.interrupt()
-                if self._closing.wait(CLOSE_WAIT_S):
-                    return
+                time.sleep(CLOSE_WAIT_S)
             except duckdb.Error:
                 return  # closed already
 
@@ -392,8 +395,7 @@ class Database:
         self._wake.set()
         if self._keeper is not None:
             self._keeper.join(timeout=10)
-        with contextlib.suppress(duckdb.ConnectionException):
-            self.con.close()
+        self._close(self.con, patience_s=10.0)
 
 
 def unreadable(path: Path, exc: BaseException) -> str:

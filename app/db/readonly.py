@@ -274,6 +274,7 @@ class _Guard:
         with self.lock:
             self.active = False
         self.done.set()
+        self.thread.join()  # at most one look more: its cursor is closed before the database
 
 
 def _memory_look(probe) -> tuple[int, int, str] | None:
