@@ -58,14 +58,15 @@ STEP_KEYS = frozenset({"step", "iter", "iteration", "it", "global_step", "curren
 # fields that say what a line is: fairseq's "| valid | epoch 001 | ..." is validation, its
 # "| train | epoch 001 | ..." the epoch's summary (at the step of its last update: as a
 # training row it would repeat that step, a resume)
-LINE_KINDS = ((re.compile(r"\|\s*(?:valid|validation|eval|test)\s*\|"), "eval"),
-              (re.compile(r"\|\s*train\s*\|\s*epoch\b"), "summary"))
+LINE_KINDS = ((re.compile(r"\|\s*(?:valid|validation|eval|test)\s*\|"), EVAL),
+              (re.compile(r"\|\s*train\s*\|\s*epoch\b"), SUMMARY))
 STEP_QUALIFIERS = frozenset({"train", "training", "global", "optimizer"})
 EVAL_STEP = re.compile(r"(?:validation|valid|val|eval\w*|test)\b.* at (?:iteration|iter|step)",
                        re.IGNORECASE)
-ALIASES = {"lm_loss": "loss", "grad_norm": "grad_norm", "grad_norm_total": "grad_norm",
-           "norm": "grad_norm", "gradient_norm": "grad_norm", "gnorm": "grad_norm",
-           "trl": "loss",
+# names as the monitor's globs look for them; Megatron's "loss scale" is the fp16 scaler,
+# which the loss glob *loss* must not watch
+ALIASES = {"lm_loss": "loss", "trl": "loss", "norm": "grad_norm", "gnorm": "grad_norm",
+           "grad_norm_total": "grad_norm", "gradient_norm": "grad_norm",
            "learning_rate": "lr", "loss_scale": "grad_scale", "tok/s": "tok_per_sec",
            "tokens_per_second": "tok_per_sec"}
 EVAL_ALIASES = {"lm_loss_value": "val_loss", "lm_loss_ppl": "val_ppl", "loss": "val_loss"}
