@@ -91,6 +91,7 @@ class Tailer:
         self.store = Store(db, max_columns=min(settings.max_metric_columns, room or 1 << 30))
         self.store.keymaps = keymap.load(keymap.path_for(settings.keys, self.logdir))
         self.files = {f.path: f for f in self.store.load_files()}
+        self._reconsider_text()
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}
         self.undecided: dict[str, tuple[int, float]] = {}  # path -> (size, mtime) sniffed
@@ -424,6 +425,21 @@ class Tailer:
             if "no transaction is active" not in str(exc):
                 raise
         self.dirty = False
+
+    def _reconsider_text(self) -> None:
+        """Text files skipped when only llm.c's lines were read (kind ``llmc``, not read at
+        all) are asked again under the text reader's rules (formats/detect.py), once per
+        start; not one that another log of its folder wins over (``choose``)."""
+        folders: dict[str, list[FileState]] = {}
+        for state in self.files.values():
+            folders.setdefault(state.path.rpartition("/")[0], []).append(state)
+        for members in folders.values():
+            losers = {name for name, _ in detect.choose(
+                [m.path.rpartition("/")[2] for m in members])[1]}
+            for state in members:
+                if (state.kind, state.state, state.offset) == (detect.LLMC, "skipped", 0) \
+                        and state.path.rpartition("/")[2] not in losers:
+                    state.state = "ok"  # in memory: the next read decides and commits
 
     # ---- one file -------------------------------------------------------------------------
 

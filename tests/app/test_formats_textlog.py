@@ -244,3 +244,31 @@ def test_hostile_text_lines_through_the_tailer(tmp_path, caplog):
         assert query(mon, "SELECT count(good) FROM metrics_all") == [(good,)]
         assert {offsets(lines)[i] for i in bad} <= errors_at(mon)
         assert query(mon, 'SELECT "offset" FROM files') == [(len(data),)]
+
+
+def test_a_text_log_skipped_when_only_llm_c_was_read_is_read_after_an_upgrade(tmp_path):
+    """A database from before this reader holds nanoGPT's train.log as kind llmc, skipped
+    ("no llm.c line"): at the next start it is asked again, and read; a file another log of
+    its folder wins over (our metrics.jsonl) stays skipped."""
+    logs = tmp_path / "logs"
+    (logs / "nano").mkdir(parents=True)
+    (logs / "ours").mkdir()
+    (logs / "nano" / "train.log").write_bytes((DATA / "nanogpt_train.log").read_bytes())
+    (logs / "ours" / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n')
+    (logs / "ours" / "stdout.log").write_bytes((DATA / "nanogpt_train.log").read_bytes())
+    with ingest(logs) as mon:
+        assert query(mon, "SELECT run, count(*) FROM metrics_all GROUP BY run ORDER BY run"
+                     ) == [("nano", 5), ("ours", 1)]
+        cursor = mon.db.cursor()  # as the version before wrote it: no rows, kind llmc, skipped
+        cursor.execute("DELETE FROM metric_rows WHERE file_id IN (SELECT file_id FROM files "
+                       "WHERE path = 'nano/train.log')")
+        cursor.execute("DELETE FROM eval_rows")
+        cursor.execute("DELETE FROM attempts WHERE run = 'nano'")
+        cursor.execute("UPDATE files SET kind = 'llmc', state = 'skipped', \"offset\" = 0, "
+                       "lines = 0, last_step = NULL, attempt = 0 WHERE path LIKE '%.log'")
+    with ingest(logs) as mon:
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT run, count(*) FROM metrics_all GROUP BY run ORDER BY run"
+                     ) == [("nano", 5), ("ours", 1)]
+        assert query(mon, "SELECT path, state FROM files WHERE path LIKE '%.log' ORDER BY path"
+                     ) == [("nano/train.log", "ok"), ("ours/stdout.log", "skipped")]
