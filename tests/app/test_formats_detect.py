@@ -70,6 +70,8 @@ CONFIG = b"".join(b"n_layer%d = 12 # a config dump line\n" % i for i in range(30
     ("main.log", b"INFO starting\nINFO epoch 1 loss 2.3\n", PENDING),
     ("README.txt", PROSE * 100, PENDING),
     ("notes.txt", PROSE * (detect.TEXT_SNIFF_BYTES // len(PROSE) + 1), None),
+    # tqdm's redraws joined by \r: a first line longer than the JSONL sample is no verdict
+    ("stdout.txt", b"\r  1%|          | 1/100 [00:01<01:39,  1.00it/s]" * 2000, PENDING),
     ("config.json", b"{}", None),
     ("model.safetensors", b"\x00" * 40, None),
     ("metrics.csv", b"step,loss\n1,2.0\n", CSV),  # Lightning's CSVLogger

@@ -120,8 +120,9 @@ def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | 
 def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
     lines = head.removeprefix(BOM).split(b"\n")[:-1][:SNIFF_LINES]
     if not lines:
-        if len(head) >= SNIFF_BYTES:
-            return None, f"not a log: no line end in its first {SNIFF_BYTES // 1024} KiB"
+        sample = TEXT_SNIFF_BYTES if fmt == TEXT else SNIFF_BYTES  # tqdm's \r redraws: long
+        if len(head) >= sample:
+            return None, f"not a log: no line end in its first {sample // 1024} KiB"
         return PENDING, "no complete line yet"
     if fmt == TEXT:
         return _sniff_text(head, keymap)
