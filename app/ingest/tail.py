@@ -43,6 +43,9 @@ from .scan import folders, in_folder, readable, scan
 from .segment import HEAD_BYTES, Segment
 from .store import Batch, Store, content_error
 
+# the server's keeper opens the file again by itself (db/database.py); ingest --once cannot
+REOPEN = ("a server opens the database again by itself; `ingest --once` must be run again "
+          "(lines not stored yet are read then)")
 log = logging.getLogger("cliffwatch.ingest")
 ROTATE_WAIT_S = 10.0  # a rotated file is followed until it has not grown for this long
 SCAN_KEY = "the log directory scan"  # the Backoff key of discovery
@@ -399,9 +402,9 @@ class Tailer:
     def _failed(self, key: str, exc: Exception) -> None:
         if memory.fatal(exc):
             if self.fatal is None:
-                log.error("ingest stopped: %s; restart the server", describe(exc))
+                log.error("ingest stopped: %s; %s", describe(exc), REOPEN)
             self.fatal = (f"ingest failing: the database was invalidated ({describe(exc)}); "
-                          "restart the server (lines not stored yet are read then)")
+                          f"{REOPEN}")
             return
         if not memory.out_of_memory(exc) or key not in self.tried:
             self.backoff.failed(key, exc)
