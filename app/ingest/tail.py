@@ -98,6 +98,8 @@ class Tailer:
         self.on_disk: dict[str, str] = {}  # stored path -> path on disk, where names differ
         self.pending: dict[str, Pending] = {}
         self.undecided: dict[str, tuple[int, float]] = {}  # path -> (size, mtime) sniffed
+        # text files not a log yet: path -> (inode, where the lines looked at so far end)
+        self.sniffed: dict[str, tuple[int, int]] = {}
         self.rotated: dict[str, Rotated] = {}  # tracked path -> its file before the rotation
         self.links_noted: set[str] = set()  # folder links out of the log directory, reported
         # folders (on disk) whose permissions refuse a listing: tried again every tick, since
@@ -552,8 +554,12 @@ class Tailer:
             self._skip(state, new, copy_of)
             return False
         name = state.path.rsplit("/", 1)[-1]
-        fmt, why = detect.detect(name, handle.read(0, detect.sniff_bytes(name)),
-                                 self.store.keymap(state.run))
+        before = self._sniffed_to(state.path, handle)
+        head = self._pread(handle, before, detect.sniff_bytes(name) - before)
+        fmt, why = detect.detect(name, head, self.store.keymap(state.run), before)
+        self.sniffed.pop(state.path, None)
+        if fmt == detect.PENDING and detect.by_name(name) == detect.TEXT:
+            self.sniffed[state.path] = (handle.info.st_ino, before + head.rfind(b"\n") + 1)
         if fmt == detect.PENDING:
             if why.startswith(detect.NOT_YET) and state.path not in self.undecided:
                 # said once (each start): a text file with no log line so far, kept looking at
@@ -566,6 +572,11 @@ class Tailer:
             self._skip(state, new, why)
             return False
         return True
+
+    def _sniffed_to(self, path: str, handle: LogHandle) -> int:
+        """Where a text file's lines looked at before end (0 if replaced or cut since)."""
+        inode, end = self.sniffed.get(path, (None, 0))
+        return end if inode == handle.info.st_ino and end <= handle.info.st_size else 0
 
     def _skip(self, state: FileState, new: FileState, why: str) -> None:
         """Record once that a file is not read, and why (an ``info`` row, not an error)."""

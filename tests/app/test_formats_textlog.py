@@ -272,3 +272,27 @@ def test_a_text_log_skipped_when_only_llm_c_was_read_is_read_after_an_upgrade(tm
                      ) == [("nano", 5), ("ours", 1)]
         assert query(mon, "SELECT path, state FROM files WHERE path LIKE '%.log' ORDER BY path"
                      ) == [("nano/train.log", "ok"), ("ours/stdout.log", "skipped")]
+
+
+def test_a_growing_text_file_is_looked_at_from_where_it_was_last_looked_at(tmp_path):
+    """A file that is no log yet (a wandb debug log, a job waiting in its queue) is read on
+    from its last whole line at each look, not from its start: its first log line is found
+    all the same."""
+    path = tmp_path / "logs" / "job" / "slurm-7.out"
+    path.parent.mkdir(parents=True)
+    chatter = b"".join(b"2024-05-01 12:00:%02d heartbeat %d ok\n" % (i % 60, i)
+                       for i in range(2000))
+    path.write_bytes(chatter)
+    with ingest(tmp_path / "logs") as mon:
+        for _ in range(3):
+            before = mon.tailer.bytes_read
+            with path.open("ab") as file:
+                file.write(b"2024-05-01 12:01:00 heartbeat again ok\n" * 10)
+            mon.tailer.tick(discover=True)
+            assert mon.tailer.bytes_read - before < 1000  # the 390 new bytes, not the file
+        with path.open("ab") as file:
+            file.write(b"step 1 | loss 2.5\nstep 2 | loss 2.4\n")
+        mon.tailer.tick(discover=True)
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT step, loss FROM metrics_all ORDER BY step") == [
+            (1, 2.5), (2, 2.4)]

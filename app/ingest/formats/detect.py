@@ -86,10 +86,13 @@ def snapshot(path: str) -> str | None:
     return None
 
 
-def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | None, str]:
+def detect(name: str, head: bytes, keymap: KeyMap | None = None, before: int = 0
+           ) -> tuple[str | None, str]:
     """``(format, what it is)``, ``(PENDING, why)`` or ``(None, "not a log: ...")``;
     ``head``: the file's first ``sniff_bytes(name)`` (or all of it); ``keymap``: the run's extra
-    key mappings (its step key counts as step-like)."""
+    key mappings (its step key counts as step-like). ``before``: for a text log, the bytes
+    before ``head`` (whole lines) already found to hold no log line: ``head`` goes on from
+    there, so a growing file is not read from its start at every look."""
     fmt = by_name(name)
     if fmt is None:
         return None, NOT_JSON if name.endswith(".json") else NOT_A_NAME
@@ -114,18 +117,19 @@ def detect(name: str, head: bytes, keymap: KeyMap | None = None) -> tuple[str | 
         if not tfrecord.header_ok(head):
             return None, "not a log: the first record's checksum does not match (not TFRecord)"
         return fmt, "TensorBoard event file"
-    return _sniff_lines(fmt, head, keymap or KeyMap())
+    return _sniff_lines(fmt, head, keymap or KeyMap(), before)
 
 
-def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
+def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap, before: int = 0
+                 ) -> tuple[str | None, str]:
     lines = head.removeprefix(BOM).split(b"\n")[:-1][:SNIFF_LINES]
     if not lines:
         sample = TEXT_SNIFF_BYTES if fmt == TEXT else SNIFF_BYTES  # tqdm's \r redraws: long
-        if len(head) >= sample:
+        if before + len(head) >= sample:
             return None, f"not a log: no line end in its first {sample // 1024} KiB"
         return PENDING, "no complete line yet"
     if fmt == TEXT:
-        return _sniff_text(head, keymap)
+        return _sniff_text(head, keymap, before)
     steps = (keymap.step, *STEP_ALIASES) if keymap.step else STEP_ALIASES
     if any(_has_step(line, keymap, steps) for line in lines):
         return fmt, "JSONL log"
@@ -133,16 +137,16 @@ def _sniff_lines(fmt: str, head: bytes, keymap: KeyMap) -> tuple[str | None, str
                   f"step-like key ({', '.join(steps)})")
 
 
-def _sniff_text(head: bytes, keymap: KeyMap) -> tuple[str | None, str]:
+def _sniff_text(head: bytes, keymap: KeyMap, before: int = 0) -> tuple[str | None, str]:
     """A text log once a line of its sample reads as a row (a step-like key and a number);
     none in a sample shorter than ``TEXT_SNIFF_BYTES`` (the whole file so far): not yet."""
     if llmc.sniff(head):
         return TEXT, "llm.c log"
-    if textlog.sniff(head[:TEXT_SNIFF_BYTES], keymap):
+    if textlog.sniff(head[:max(0, TEXT_SNIFF_BYTES - before)], keymap):
         return TEXT, "text log"
     why = (f"no line with a step-like key ({', '.join(sorted(textlog.STEP_KEYS))}) and a "
            "number, and no printed metrics dict")
-    if len(head) >= TEXT_SNIFF_BYTES:
+    if before + len(head) >= TEXT_SNIFF_BYTES:
         return None, f"not a log: {why} in its first {TEXT_SNIFF_BYTES >> 20} MiB"
     return PENDING, f"{NOT_YET}: {why}; looked at again as it grows"
 
