@@ -416,8 +416,10 @@ def test_many_small_runs_through_a_server_cost_a_request_per_batch(tmp_path, mak
     assert refused.status_code == 400 and '"after"' in refused.json()["error"]
 
     # a run with more new lines than a batch holds is streamed alone (GET ?run=...)
+    # the run's loss goes on falling (a jump to a flat 0.5 would be a divergence, whose
+    # incident the served export could race)
     write_lines(logdir / "team" / "run 003" / "metrics.jsonl",
-                [{"step": s, "loss": 0.5} for s in range(5, 155)])
+                [{"step": s, "loss": 1 / (s + 4)} for s in range(5, 155)])
     wait_for(lambda: server.sql("SELECT count(*) FROM metrics_all").json()["rows"][0][0]
              == 1150, timeout=60)
     with monkeypatch.context() as patch:
