@@ -29,7 +29,8 @@ import time
 
 import duckdb
 
-from .db.database import DatabaseLost, damaged, rebuild_advice
+from .db.database import DatabaseLost
+from .db.loss import damaged, rebuild_advice
 from .errors import CliffwatchError
 from .ingest.backoff import describe
 

@@ -174,7 +174,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _rebuild(logdir: Path, db: Path | None) -> None:
-    from ..db.database import REBUILD_LOSES, set_aside
+    from ..db.database import set_aside
+    from ..db.loss import REBUILD_LOSES
     from ..monitor import default_db
 
     path = Path(db or default_db(Path(logdir).resolve()))

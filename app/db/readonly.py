@@ -56,8 +56,8 @@ from ..errors import CliffwatchError
 from ..ingest.memory import limit_bytes
 from ..settings import Settings
 from . import queries
-from .database import damaged, invalidated, loss_cause, rebuild_advice
 from .functions import check_functions, check_scans
+from .loss import damaged, invalidated, loss_cause, rebuild_advice
 from .statement import read_statement
 
 # rows per Arrow batch: small enough that a batch of 10 MB strings is not copied whole past

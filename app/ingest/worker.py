@@ -30,7 +30,8 @@ from pathlib import Path
 import pyarrow as pa
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from ..db.database import DatabaseLost, damaged, rebuild_advice
+from ..db.database import DatabaseLost
+from ..db.loss import damaged, rebuild_advice
 from .activity import Activity, Changes
 from .backoff import describe
 from .tail import Tailer
