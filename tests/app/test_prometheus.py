@@ -151,8 +151,12 @@ def test_metrics_page_parses_and_exports_only_recent_runs(served):
     write_run(logdir / "just-finished", range(10), ended=True)  # within the 3 s grace
 
     def exported() -> dict[str, list]:
+        # its lines and its run_end are two files, ingested one after the other
         found = families(scrape(server).text)
-        return found if "just-finished" in runs_of(found["cliffwatch_run_step"]) else {}
+        ended = ("just-finished", "completed") in {
+            (s.labels["run"], s.labels["status"]) for s in found["cliffwatch_run_info"]}
+        return found if ended and "just-finished" in runs_of(found["cliffwatch_run_step"]) \
+            else {}
 
     found = wait_for(exported)
     runs = runs_of(found["cliffwatch_run_step"])  # (others' tests may add runs of their own)
