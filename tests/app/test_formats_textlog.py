@@ -5,7 +5,6 @@ that becomes a log as it grows, printed dicts counted on across reads."""
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import time
@@ -220,7 +219,7 @@ TEXT_NOISE = [b"step 1 loss abc", b"\xff\xfe step x loss 1", b"{'loss': " * 300 
 def test_hostile_text_lines_through_the_tailer(tmp_path, caplog):
     """Hostile lines among good ones: every good line stored once, every step past 64 bits an
     error at its offset, nothing else said, and the file read to its end."""
-    from tests.app.test_ingest_attack_formats import errors_at, healthy, offsets
+    from tests.app.test_ingest_attack_formats import read_fuzzed
 
     rng = random.Random(19)
     lines, bad, good = [b"step 0 | loss 2.0 | good 1"], [], 1
@@ -235,15 +234,8 @@ def test_hostile_text_lines_through_the_tailer(tmp_path, caplog):
             lines.append(rng.choice(TEXT_NOISE))
         else:
             lines.append(bytes(b for b in rng.randbytes(rng.randint(0, 60)) if b != 10))
-    data = b"\n".join(lines) + b"\n"
-    (tmp_path / "logs" / "noisy").mkdir(parents=True)
-    (tmp_path / "logs" / "noisy" / "train.log").write_bytes(data)
-    with caplog.at_level(logging.WARNING, "cliffwatch.ingest"), ingest(tmp_path / "logs") as mon:
-        mon.tailer.catch_up()
-        healthy(mon, caplog)
-        assert query(mon, "SELECT count(good) FROM metrics_all") == [(good,)]
-        assert {offsets(lines)[i] for i in bad} <= errors_at(mon)
-        assert query(mon, 'SELECT "offset" FROM files') == [(len(data),)]
+    read_fuzzed(tmp_path, caplog, "noisy/train.log", lines,
+                "SELECT count(good) FROM metrics_all", good, bad)
 
 
 def test_a_text_log_skipped_when_only_llm_c_was_read_is_read_after_an_upgrade(tmp_path):

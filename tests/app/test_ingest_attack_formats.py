@@ -13,6 +13,7 @@ import os
 import random
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,23 @@ def offsets(lines: list[bytes]) -> list[int]:
         out.append(pos)
         pos += len(line) + 1
     return out
+
+
+def read_fuzzed(tmp_path: Path, caplog, path: str, lines: list[bytes], count_sql: str,
+                good: int, bad: list[int], severity: str = "error") -> None:
+    """Write ``lines`` as LOGDIR/``path``, read it through the real tailer: nothing raised,
+    ``good`` rows counted by ``count_sql``, each bad line an error row at its offset, every
+    byte read."""
+    data = b"\n".join(lines) + b"\n"
+    log = tmp_path / "logs" / path
+    log.parent.mkdir(parents=True)
+    log.write_bytes(data)
+    with caplog.at_level(logging.WARNING, "cliffwatch.ingest"), ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        healthy(mon, caplog)
+        assert query(mon, count_sql) == [(good,)]
+        assert {offsets(lines)[i] for i in bad} <= errors_at(mon, severity)
+        assert query(mon, 'SELECT "offset" FROM files') == [(len(data),)]
 
 
 # ---- the issue's records, through the CLI ------------------------------------------------
@@ -114,15 +132,8 @@ def test_llmc_log_hostile_lines(tmp_path, caplog):
             line, is_bad = _llmc_line(rng, step)
             lines.append(line)
             bad += [len(lines) - 1] if is_bad else []
-    data = b"\n".join(lines) + b"\n"
-    (tmp_path / "logs" / "gpt2").mkdir(parents=True)
-    (tmp_path / "logs" / "gpt2" / "main.log").write_bytes(data)
-    with caplog.at_level(logging.WARNING, "cliffwatch.ingest"), ingest(tmp_path / "logs") as mon:
-        mon.tailer.catch_up()
-        healthy(mon, caplog)
-        assert query(mon, "SELECT count(good) FROM metrics_all") == [(good,)]
-        assert {offsets(lines)[i] for i in bad} <= errors_at(mon)
-        assert query(mon, 'SELECT "offset" FROM files') == [(len(data),)]
+    read_fuzzed(tmp_path, caplog, "gpt2/main.log", lines, "SELECT count(good) FROM metrics_all",
+                good, bad)
 
 
 # ---- Hugging Face trainer_state.json ------------------------------------------------------
