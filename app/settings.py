@@ -68,7 +68,7 @@ REGISTRY = [
     Setting("max_temp_size", "4GB", "disk DuckDB may spill to when a query or a write does not "
             "fit in memory_limit (a private folder beside the database), and never more than "
             "half the free space there at start: a query needing more fails with a message "
-            "instead of filling the disk (DuckDB's own default is 90% of the free space)"),
+            "instead of filling the disk (DuckDB's own default is 90%% of the free space)"),
     Setting("allowed_hosts", "",
             "extra host names the server answers to, comma-separated (besides its own address "
             "and localhost); any other Host header gets 403"),

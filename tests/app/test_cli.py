@@ -79,3 +79,21 @@ def test_sql_while_another_process_holds_the_database_says_what_to_do(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"is held by process {holder.pid}" in done.stderr
     assert "python -m app serve --logdir DIR" in done.stderr
+
+
+def test_every_subcommand_prints_its_help(capsys):
+    """`python -m app serve --help` is a new user's first command; a stray % in one help text
+    once made argparse raise for serve, ingest, sql, export and diagnose."""
+    import argparse
+
+    import pytest
+
+    from app.cli.main import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name in subs.choices:
+        with pytest.raises(SystemExit) as done:
+            build_parser().parse_args([name, "--help"])
+        assert done.value.code == 0, name
+        assert "usage:" in capsys.readouterr().out, name
