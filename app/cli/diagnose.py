@@ -8,6 +8,7 @@ whose own files make the run ``.``, reported under the folder's name.
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -15,35 +16,43 @@ from pathlib import Path
 import httpx
 import orjson
 
+from ..diagnose.coverage import Look, Unread, look
 from ..diagnose.detect import Watch
 from ..diagnose.diagnosis import diagnose
-from ..diagnose.report import as_dict, text
+from ..diagnose.report import UNREAD_EXIT, as_dict, look_json, look_text
 from ..errors import CliffwatchError
+from ..ingest.formats import detect
 from ..ingest.scan import kind_of
 from ..monitor import Monitor, default_db
 from .client import answer_json, auth_headers, server_url
 
 
 def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> int:
+    """Print the diagnosis; 0, or UNREAD_EXIT (3) when a log of a run reported on was not
+    read (a file that is no log, one that cannot be opened): such a run is never clean."""
     path = Path(path).resolve()
     if not path.is_dir():
-        raise CliffwatchError(f"{path} is not a folder; pass a run folder or a log directory")
+        raise CliffwatchError(_no_folder(path))
     served = None if db else _served(path, settings)
     if served:
         url, logdir = served
         run = path.relative_to(logdir).as_posix() if path != logdir else None
-        incidents = _over_http(url, run, settings)
+        found = Look(_over_http(url, run, settings))
         scope = f"run {run}" if run else f"{logdir}"
     elif _is_run(path):
-        incidents = [{**i, "run": path.name} for i in _local(path, ROOT_RUN, db, settings)]
+        found = _local(path, ROOT_RUN, db, settings).named(ROOT_RUN, path.name)
         scope = f"run {path.name}"
     else:
-        incidents, scope = _local(path, None, db, settings), f"{path}"
+        found, scope = _local(path, None, db, settings), f"{path}"
+    if found.unread is not None and not found.unread and not any(
+            j.lines for j in (found.judged or {}).values()):
+        found.unread = _no_log_files(path)  # nothing in the database: say what is there
     if as_json:
-        sys.stdout.write(orjson.dumps(incidents, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(look_json(found), option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
     else:
-        sys.stdout.write(text(incidents, scope))
-    return 0
+        sys.stdout.write(look_text(found, scope))
+    return UNREAD_EXIT if found.missed else 0
 
 
 # the run a log directory's own files belong to (scan.classify)
@@ -75,7 +84,7 @@ def _over_http(url: str, run: str | None, settings) -> list[dict]:
     return answer_json(url, response)["incidents"]
 
 
-def _local(logdir: Path, run: str | None, db: Path | None, settings) -> list[dict]:
+def _local(logdir: Path, run: str | None, db: Path | None, settings) -> Look:
     scratch = None
     if db is None and not default_db(logdir).exists():
         # a one-off look at logs nobody monitors (an archive, a colleague's run): leave no
@@ -86,8 +95,47 @@ def _local(logdir: Path, run: str | None, db: Path | None, settings) -> list[dic
         with Monitor.open(logdir, settings, db) as monitor:
             monitor.tailer.catch_up()
             watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
-            found = diagnose(monitor.db.cursor(), watch, [run] if run else None)
-            return [as_dict(i) for i in found]
+            cursor = monitor.db.cursor()
+            runs = [run] if run else None
+            found = [as_dict(i) for i in diagnose(cursor, watch, runs)]
+            return look(cursor, watch, found, runs)
     finally:
         if scratch:
             scratch.cleanup()
+
+
+SHOWN = 10  # files or runs named in a message; the rest are counted
+
+
+def _no_log_files(folder: Path) -> list[Unread]:
+    """The files of a folder in which nothing was read, each with why (detect.detect's
+    verdict on its name): a README, a config, a notebook is no log."""
+    files = sorted(p for p in _walk(folder) if p.is_file())
+    return [Unread(_run_of(folder, p), p.relative_to(folder).as_posix(), detect.NOT_A_NAME,
+                   True) for p in files[:SHOWN]]
+
+
+def _run_of(folder: Path, file: Path) -> str:
+    run = file.parent.relative_to(folder).as_posix()
+    return folder.name if run == ROOT_RUN else run
+
+
+def _walk(folder: Path, limit: int = 10_000):
+    """Up to ``limit`` entries under ``folder``, hidden ones (.cliffwatch/) left out."""
+    for count, (top, dirs, names) in enumerate(os.walk(folder)):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        yield from (Path(top) / n for n in names if not n.startswith("."))
+        if count >= limit:
+            return
+
+
+def _no_folder(path: Path) -> str:
+    """Why ``path`` cannot be diagnosed, and the runs that can: the run folders (a folder
+    holding a log file) under the nearest folder above it that exists."""
+    base = next((p for p in path.parents if p.is_dir()), None)
+    runs = sorted({p.parent.relative_to(base).as_posix() for p in _walk(base)
+                   if kind_of(p.name)}) if base else []
+    known = (f"runs in {base}: {', '.join(runs[:SHOWN])}"
+             + (f" and {len(runs) - SHOWN} more" if len(runs) > SHOWN else "")
+             if runs else f"{base} holds no run folder (a folder with a log file)")
+    return (f"{path} is not a folder; pass a run folder or a log directory ({known})")

@@ -15,9 +15,11 @@ import math
 
 from ..db.readonly import jsonable
 from .causes import seconds
+from .coverage import Look, Unread
 from .detect import Incident, severity_of
 from .diagnosis import severity
 
+UNREAD_EXIT = 3  # diagnose's exit status when a log of a run it reports on was not read
 KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
         "evidence")
 
@@ -41,6 +43,62 @@ def text(incidents: list[dict], scope: str) -> str:
             lines.append(f"   - {cause}: {sentence}")
         lines.append("")
     return "\n".join(lines)
+
+
+def look_text(look: Look, scope: str) -> str:
+    """The report of a Look: its incidents (``text``), then the files not read and, for each
+    run read, what its lines could not show. "No incidents" is said only of runs whose lines
+    were read."""
+    if look.unread is None:  # a server answered: it says incidents only
+        return text(look.incidents, scope)
+    judged = look.judged or {}
+    read = {run: j for run, j in judged.items() if j.lines}
+    missed = {u.run for u in look.missed} | {run for run, j in judged.items() if not j.lines}
+    parts = [text(look.incidents, scope)] if look.incidents else []
+    clean = sorted(set(read) - missed - {i["run"] for i in look.incidents})
+    if not look.incidents and read and not missed:
+        parts.append(text([], scope))
+    elif clean:
+        parts.append(f"No incidents in {_runs(clean)}: no stalls, spikes, divergences, cliffs, "
+                     "non-finite values or stragglers.\n")
+    partly = sorted(set(read) & missed - {i["run"] for i in look.incidents})
+    parts += [f"No incidents in the {read[r].lines} lines read of run {r}, but a file of it was "
+              "not read (below): not clean.\n" for r in partly]
+    parts += [_blind(read), _unread(look.unread)]
+    empty = sorted(missed - set(read))
+    if empty:
+        parts.append(f"Nothing of {_runs(empty)} was read: not diagnosed, not clean.\n")
+    if look.missed:
+        parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
+                     "fix or remove the file, or diagnose the run's other logs alone.\n")
+    return "\n".join(p for p in parts if p)
+
+
+def _runs(names: list[str]) -> str:
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return f"run{'s' if len(names) > 1 else ''} {shown}"
+
+
+def _blind(read: dict) -> str:
+    lines = [f"- {run} ({j.lines} lines read): {'; '.join(j.blind)}."
+             for run, j in sorted(read.items()) if j.blind]
+    return "Not judged, for want of a field:\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def _unread(unread: list[Unread]) -> str:
+    lines = [f"- {u.file} (run {u.run}): {u.reason}"
+             + ("" if u.missed else " (nothing is missed: another log of the run is read)")
+             for u in unread]
+    return "Files not read:\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def look_json(look: Look) -> list[dict]:
+    """``diagnose --json``: the incidents, then one object of kind ``unread`` per file whose
+    absence leaves something of its run unseen (``file``, and ``reason`` as its evidence)."""
+    return look.incidents + [
+        {"run": u.run, "kind": "unread", "metric": None, "step": None, "end_step": None,
+         "worst_step": None, "value": None, "baseline": None, "causes": ["unread"],
+         "evidence": [u.reason], "severity": "critical", "file": u.file} for u in look.missed]
 
 
 def _headline(i: dict) -> str:

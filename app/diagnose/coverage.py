@@ -1,0 +1,91 @@
+"""What diagnosis could not see in a run: its files not read, and what its lines cannot show::
+
+    unread(cursor, ["prose"])
+        -> [Unread(run="prose", file="prose/notes.txt", reason="not a log yet: no line with a
+                   step-like key ...", missed=True)]
+    judged(cursor, "llmc", watch)
+        -> Judged(lines=19552, blind=["no time field: stalls not judged"])
+
+A run with a file ``missed`` is never called clean (issue 19: "a monitor that reassures about a
+run it never read is worse than none"); a file skipped because another log of its run repeats
+its rows is listed, but misses nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..db import queries
+from ..keys import ELAPSED_S, NOT_METRICS, TIME
+from .detect import Watch
+
+
+@dataclass(frozen=True)
+class Unread:
+    run: str
+    file: str  # relative to the log directory
+    reason: str
+    missed: bool  # False: another log of the run carries the same rows
+
+
+@dataclass
+class Judged:
+    lines: int  # metric lines read
+    blind: list[str] = field(default_factory=list)  # what these lines cannot show
+
+
+def unread(cursor, runs: list[str] | None = None) -> list[Unread]:
+    """Files of ``runs`` (None: every run) not read, and why (queries/diagnose/unread_files)."""
+    found = queries.execute(cursor, "diagnose/unread_files", {"runs": runs}).fetchall()
+    return [Unread(run, file, reason, missed) for run, file, _, reason, missed in found]
+
+
+def judged(cursor, run: str, watch: Watch) -> Judged:
+    """How many lines of ``run`` were read, and which detectors had nothing to judge."""
+    result = queries.execute(cursor, "diagnose/run_filled", {"run": run})
+    filled = dict(zip((d[0] for d in result.description), result.fetchone(), strict=True))
+    lines = int(filled.pop("run") or 0)
+    if not lines:
+        return Judged(0, ["no metric line read: nothing judged"])
+    metrics = {name for name, n in filled.items() if n and name not in NOT_METRICS}
+    blind = []
+    if not (filled.get(TIME) or filled.get(ELAPSED_S)):
+        blind.append("no time field: stalls not judged")
+    if not any(watch.kind_of(m) == "spike" for m in metrics):
+        blind.append("no loss-like metric: spikes and divergences not judged")
+    if not any(watch.kind_of(m) == "cliff" for m in metrics):
+        blind.append("no accuracy-like metric: cliffs not judged")
+    return Judged(lines, blind)
+
+
+@dataclass
+class Look:
+    """What one ``diagnose`` found: incidents (report.as_dict's dicts), the files not read,
+    and per run read, its lines and what they cannot show. ``unread`` and ``judged`` are
+    None when a server answered (it reports incidents only)."""
+    incidents: list[dict]
+    unread: list[Unread] | None = None
+    judged: dict[str, Judged] | None = None
+
+    @property
+    def missed(self) -> list[Unread]:
+        """The files whose absence leaves something of a run unseen: diagnose exits 3."""
+        return [u for u in self.unread or () if u.missed]
+
+    def named(self, run: str, name: str) -> Look:
+        """The same look with run ``run`` called ``name`` (a run folder given alone is the
+        log directory's own run ``.``)."""
+        def rename(r: str) -> str:
+            return name if r == run else r
+        return Look([{**i, "run": rename(i["run"])} for i in self.incidents],
+                    None if self.unread is None else [
+                        Unread(rename(u.run), u.file, u.reason, u.missed) for u in self.unread],
+                    None if self.judged is None else {
+                        rename(r): j for r, j in self.judged.items()})
+
+
+def look(cursor, watch: Watch, incidents: list[dict], runs: list[str] | None) -> Look:
+    """The Look of a whole-run diagnosis of ``runs`` (None: every run in the database)."""
+    known = runs if runs is not None else [
+        r[0] for r in queries.execute(cursor, "run_ids").fetchall()]
+    return Look(incidents, unread(cursor, runs), {r: judged(cursor, r, watch) for r in known})

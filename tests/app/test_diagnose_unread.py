@@ -1,0 +1,86 @@
+"""A run that could not be read is never reported as clean, and runs of other trainers end
+(issue 19, sections 0 and 1): `diagnose` through the CLI names each file not read and why,
+exits 3 when a run it reports on has one, and says what it could not judge; a run whose log
+reached its planned total is finished once its log stops growing, one cut short is idle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "unread"
+UNREAD_EXIT = 3  # docs: diagnose's exit status when a log of a run reported on was not read
+
+
+def diagnosed(folder: Path, *extra: str):
+    return run_cli("diagnose", str(folder), *extra)
+
+
+def copied(tmp_path: Path, name: str) -> Path:
+    return Path(shutil.copytree(DATA / name, tmp_path / "logs" / name))
+
+
+def test_a_text_file_that_is_no_log_is_not_read_and_not_clean(tmp_path):
+    folder = copied(tmp_path, "prose")
+    done = diagnosed(folder)
+    assert done.returncode == UNREAD_EXIT, done.stderr
+    assert "No incidents" not in done.stdout
+    assert "notes.txt" in done.stdout and "not a log yet" in done.stdout  # the file and why
+    found = json.loads(diagnosed(folder, "--json").stdout)
+    assert [(i["kind"], i["file"]) for i in found] == [("unread", "notes.txt")]
+
+
+def test_a_folder_holding_no_log_name_says_so(tmp_path):
+    folder = tmp_path / "logs" / "notes"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text("# what I tried\n\nloss went down.\n")
+    done = diagnosed(folder)
+    assert done.returncode == UNREAD_EXIT, done.stderr
+    assert "README.md" in done.stdout and "not a name read" in done.stdout
+    assert "No incidents" not in done.stdout
+
+
+def test_a_run_with_no_time_field_says_stalls_were_not_judged(tmp_path):
+    done = diagnosed(copied(tmp_path, "untimed"))
+    assert done.returncode == 0, done.stderr
+    assert "No incidents in run untimed" in done.stdout
+    assert "no time field: stalls not judged" in done.stdout
+    assert "no accuracy-like metric: cliffs not judged" in done.stdout
+    assert "spikes" not in done.stdout.split("Not judged")[1]  # its loss was judged
+
+
+def test_one_good_log_and_one_unreadable_file(tmp_path):
+    folder = copied(tmp_path, "mixed")
+    done = diagnosed(folder)
+    assert done.returncode == UNREAD_EXIT, done.stderr
+    assert "No incidents in run" not in done.stdout
+    assert "40 lines read of run mixed" in done.stdout
+    assert "events.out.tfevents.1700000000.host" in done.stdout
+    assert "checksum does not match" in done.stdout
+    found = json.loads(diagnosed(folder, "--json").stdout)
+    assert [(i["kind"], i["file"]) for i in found] == [
+        ("unread", "events.out.tfevents.1700000000.host")]
+    # the log directory above it reports the same file under its own path
+    whole = diagnosed(folder.parent)
+    assert whole.returncode == UNREAD_EXIT and "mixed/events.out.tfevents" in whole.stdout
+
+
+def test_a_log_repeated_by_another_is_listed_but_misses_nothing(tmp_path):
+    folder = copied(tmp_path, "untimed")
+    (folder / "metrics.jsonl").write_text((folder / "log.jsonl").read_text())
+    done = diagnosed(folder)
+    assert done.returncode == 0, done.stderr
+    assert "log.jsonl" in done.stdout and "nothing is missed" in done.stdout
+    assert json.loads(diagnosed(folder, "--json").stdout) == []
+
+
+def test_an_unknown_run_says_which_runs_exist(tmp_path):
+    copied(tmp_path, "untimed")
+    copied(tmp_path, "mixed")
+    done = diagnosed(tmp_path / "logs" / "demo")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "demo is not a folder" in done.stderr
+    assert "runs in" in done.stderr and "mixed, untimed" in done.stderr
