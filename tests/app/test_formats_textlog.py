@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ingest.formats import EVAL, SUMMARY, TRAIN, Record, detect, textlog
+from app.ingest.formats import EVAL, EVENT, SUMMARY, TRAIN, Record, detect, textlog
 from app.ingest.formats.keymap import KeyMap
 from tests.app.test_ingest_bad_input import ingest, query
 
@@ -22,7 +22,7 @@ DATA = Path(__file__).parents[1] / "data" / "textlog"
 def read(name: str, after: int | None = None) -> dict[str, list[dict]]:
     records, problems = textlog.parse((DATA / name).read_bytes(), 0, after=after)
     assert problems == []
-    kinds: dict[str, list[dict]] = {TRAIN: [], EVAL: [], SUMMARY: []}
+    kinds: dict[str, list[dict]] = {TRAIN: [], EVAL: [], SUMMARY: [], EVENT: []}
     for record in records:
         kinds[record.kind].append(record.data)
     return kinds
@@ -128,7 +128,7 @@ def test_a_runs_own_step_key_and_names_count_in_text_lines_too():
 
 
 @pytest.mark.parametrize("line", [
-    b"Training starts at step 6501", b"for step in range(10):",
+    b"for step in range(10):",  # "Training starts at step 6501": a resume (textevents)
     b"    x = dict(step=1, loss=2.0)  # the first step and a made up loss value",
     b"[Mon May 11 05:45:08 AM UTC 2026] STAGE 2 (target step 7000, max 30 retries)",
     b"  eval_iters ...................................... 10", b"max_iters = 6000",

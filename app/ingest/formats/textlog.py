@@ -31,7 +31,11 @@ becomes ``Record(offset, "train", {"step": 6501, "loss": 2.22753, "tps": 1815.0,
   is its ordinal in the file (the file's last step stored so far, ``after``, plus one), an
   eval or summary dict takes the step of the training dict before it;
 - a training line whose step reaches its planned total (``step 6200/6200``) also gives a
-  ``summary`` row at that step: the log's end of training (run_status reads it).
+  ``summary`` row at that step: the log's end of training (run_status reads it);
+- a line that says a checkpoint was saved or loaded in words (torchtitan's ``Finished saving
+  the checkpoint ... in 17.46 seconds``, Megatron's ``saving checkpoint at iteration 50``) is
+  an ``event`` record by textevents.py's table, at the step it names or the last training
+  step before it: never a row, and never what makes a file a log (``sniff`` counts rows).
 
 Each ``\\r``-separated piece of a line is read on its own (tqdm redraws put a printed dict at
 the end of a line of bars), its record at the piece's own offset. Lines of no shape (banners,
@@ -47,7 +51,7 @@ import re
 from ...keys import BUCKETS, ELAPSED_S, EPOCH, STEP, TIME
 from ...keys import EVENT as EVENT_KEY
 from ..parse import excerpt
-from . import EVAL, EVENT, SUMMARY, TRAIN, Problem, Record, llmc
+from . import EVAL, EVENT, SUMMARY, TRAIN, Problem, Record, llmc, textevents
 from .keymap import KeyMap
 from .keys import normalise, unix_time
 
@@ -125,6 +129,7 @@ def parse(data: bytes, base: int, keymap: KeyMap | None = None, after: int | Non
     records: list[Record] = []
     problems: list[Problem] = []
     counter = [after]  # the last training step seen: None before the first
+    said = textevents.Said()  # the event the lines since the last training line began
     pos = 0
     for raw in data.split(b"\n")[:-1]:
         offset, pos = base + pos, pos + len(raw) + 1
@@ -132,17 +137,25 @@ def parse(data: bytes, base: int, keymap: KeyMap | None = None, after: int | Non
         for piece in raw.split(b"\r"):
             at, piece_at = offset + piece_at, piece_at + len(piece) + 1
             if piece.strip():
-                records += _piece(piece, at, counter, keymap, problems)
+                found = _piece(piece, at, counter, keymap, problems, said)
+                if any(r.kind == TRAIN for r in found):
+                    said.end()
+                records += found
     return records, problems
 
 
 def _piece(piece: bytes, offset: int, counter: list[int], keymap: KeyMap | None,
-           problems: list[Problem]) -> list[Record]:
+           problems: list[Problem], said: textevents.Said) -> list[Record]:
     for pattern, names, eval_fields in SHAPES:
         match = pattern.fullmatch(piece)
         if match:
             return _shape(match, names, eval_fields, offset, piece, problems)
     text = ANSI.sub("", piece.decode("utf-8", "replace"))
+    if textevents.MENTION.search(text):  # a save or resume said in words (textevents.py)
+        line, when = _unprefixed(text)
+        event = textevents.read(line, when, offset, counter[0], said)
+        if event is not None:
+            return event
     if not CANDIDATE.search(text) and not (
             keymap is not None and keymap.step and keymap.step.lower() in text.lower()):
         return []  # no step key, dict or validation word: no row (most lines of a long log)

@@ -1,0 +1,192 @@
+"""Events that text logs write in words: checkpoint saves and resumes, as the trainers print
+them. torchtitan's line (its logging prefix removed by textlog.py)::
+
+    Finished saving the checkpoint (or staging if async is enabled) in 17.46 seconds.
+
+at byte 81234, after the training line of step 7000, becomes ``Record(81234, "event",
+{"event": "checkpoint_end", "step": 7000, "blocked_s": 17.46, "inferred": False, "source":
+"log line 'Finished saving the checkpoint (or staging if async is enabled) in 17.46
+seconds.' (byte 81234)"})``. Every wording is data, in ``LINES``; its named groups say what
+the line gives:
+
+- ``step``: the trainer's own step of the event. A line without one takes the last training
+  step read before it (a save is logged after the step it follows);
+- ``from_step``: a resume's checkpoint step (the event's step, as our trainer writes it);
+  ``next_step``: the first step trained after a resume (``from_step`` is one less). A
+  ``from_step`` of 0 is a fresh start from initial weights, no resume;
+- ``blocked_s`` / ``blocked_ms``: how long the training loop waited for the save (these logs
+  time a blocking save, or the blocking staging of an async one), stored in seconds;
+  ``load_s``: how long a resume's load took; ``path``, ``checkpoint``, ``epoch``,
+  ``attempt``: as named.
+
+Lines about one event follow each other with no training line between (Megatron's "saving",
+"successfully saved" and its timer; torchtitan's "Loading the checkpoint" and "Training
+starts at step"): a line of the same kind adds its facts to the event the lines before began
+(``Said``) when their steps agree or one of them took its step from the last training line. A
+line marked ``alone=False`` only adds facts; on its own it is no event. Lines in separate reads
+stay separate events, at one step. A line is only a whole message that ends the line: pasted
+source (``logger.info(f"Saving model checkpoint to {output_dir}")``) is none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...keys import EVENT as EVENT_KEY
+from ...keys import STEP, TIME
+from . import EVENT, Record, llmc
+
+
+@dataclass(frozen=True)
+class EventLine:
+    trainer: str  # whose wording (docs/formats.md, the tests' fixtures)
+    kind: str  # the v1 event kind (docs/log-format.md)
+    pattern: re.Pattern
+    alone: bool = True  # False: only adds its facts to the event the lines before began
+
+
+_NUM = r"\d+(?:\.\d*)?"
+_PATH = r"[^\s\"'{}()]+"  # no quote, brace or parenthesis: a path printed, not a format string
+_ASYNC = r"(?: \(or staging if async is enabled\))?"
+
+
+def _line(trainer: str, kind: str, body: str, alone: bool = True) -> EventLine:
+    """The message ``body`` after a line's start or a separator (a tqdm bar, a logger's
+    ``- INFO - name - ``), ending the line."""
+    return EventLine(trainer, kind, re.compile(rf"(?:^|(?<=[\s\]>|:-])){body}\s*$"), alone)
+
+
+LINES = (
+    # torchtitan (torchtitan/components/checkpoint.py; "staging)in" as some versions print it)
+    _line("torchtitan", "checkpoint_start", rf"Saving the checkpoint{_ASYNC}\.?"),
+    _line("torchtitan", "checkpoint_start", r"Saving a (?:full|model (?:weights )?only) "
+          r"checkpoint(?: in \S+)? at (?:last step, )?step (?P<step>\d+)\.?"),
+    _line("torchtitan", "checkpoint_end", rf"Finished saving the checkpoint{_ASYNC}\s*in "
+          rf"(?P<blocked_s>{_NUM}) seconds\.?"),
+    _line("torchtitan", "resume", rf"Loading (?:the|resume) checkpoint from "
+          rf"(?P<checkpoint>{_PATH}?step-(?P<from_step>\d+))/?\.?"),
+    _line("torchtitan", "resume", r"Loading the checkpoint at step (?P<from_step>\d+)\.?"),
+    _line("torchtitan", "resume", rf"Finished loading (?:the|resume) checkpoint in "
+          rf"(?P<load_s>{_NUM}) seconds\.?", alone=False),
+    _line("torchtitan", "resume", r"Training starts at step (?P<next_step>\d+)(?:,.*)?"),
+    # a retry wrapper's line around torchrun (realdata/torchtitan-crash-resume)
+    _line("wrapper", "resume", rf"ATTEMPT #(?P<attempt>\d+)(?: [\w=.-]+)* RESUME from "
+          rf"(?P<checkpoint>{_PATH})"),
+    # Megatron-LM and Megatron-DeepSpeed (megatron/training/checkpointing.py, its timers)
+    _line("megatron", "checkpoint_start", rf"saving checkpoint at iteration\s+(?P<step>\d+) "
+          rf"to (?P<path>{_PATH})(?: in \S+ format)?"),
+    _line("megatron", "checkpoint_end", rf"successfully saved checkpoint (?:from|at) iteration"
+          rf"\s+(?P<step>\d+) to (?P<path>{_PATH})(?: \[[^\]]*\])?"
+          rf"(?: \(?took (?P<blocked_s>{_NUM}) ?s\)?)?"),
+    _line("megatron", "checkpoint_end", rf"Checkpoint Save GB: {_NUM}, GB/Sec: {_NUM}, "
+          rf"Latency\(second\): (?P<blocked_s>{_NUM})"),  # Megatron-DeepSpeed's
+    _line("megatron", "checkpoint_end", rf"save-checkpoint \.*: \({_NUM}, "
+          rf"(?P<blocked_ms>{_NUM})\)"),  # "(min, max) time across ranks (ms)"
+    _line("megatron", "checkpoint_end", rf"time \(ms\) \|(?: [^|]*\|)*? save-checkpoint: "
+          rf"(?P<blocked_ms>{_NUM})(?: \|.*)?"),  # the older timers' one line
+    _line("megatron", "resume", rf"loading checkpoint from (?P<checkpoint>{_PATH}) at iteration "
+          rf"(?P<from_step>\d+)"),
+    _line("megatron", "resume", rf"successfully loaded checkpoint from (?P<checkpoint>{_PATH})"
+          rf"(?: \[[^\]]*\])? at iteration (?P<from_step>\d+)"),
+    # nanoGPT (train.py prints it before torch.save)
+    _line("nanogpt", "checkpoint_end", rf"saving checkpoint to (?P<path>{_PATH})"),
+    # the Hugging Face Trainer at INFO (Trainer._save)
+    _line("transformers", "checkpoint_end", rf"Saving model checkpoint to (?P<path>{_PATH})"),
+    # Lightning's ModelCheckpoint(verbose=True)
+    _line("lightning", "checkpoint_end", r"Epoch (?P<epoch>\d+), global step (?P<step>\d+): "
+          r".{1,200}?, saving model to (?P<path>'[^']*'|\"[^\"]*\"|\S+) as top \d+"),
+)
+# every pattern above holds one of these: the cheap first test of every line of a log, case
+# exact and without the first letter ("Checkpoint", "checkpoint"): 7x cheaper than case-blind
+MENTION = re.compile(r"heckpoint|aving model|RESUME|raining starts")
+SECONDS = {"blocked_s": "blocked_s", "blocked_ms": "blocked_s", "load_s": "load_s"}
+TEXTS = frozenset({"path", "checkpoint"})
+EXCERPT = 100  # characters of the line quoted in an event's source
+
+
+class Said:
+    """The event the lines before began, until a training line ends it (one per read)."""
+
+    def __init__(self):
+        self.record: Record | None = None
+        self.counted = False  # its step came from the last training line, not its own words
+
+    def end(self) -> None:
+        self.record = None
+
+
+def read(line: str, when: float | None, offset: int, last_step: int | None,
+         said: Said) -> list[Record] | None:
+    """The event ``line`` (a log line without its prefixes) says: ``[record]``, ``[]`` when
+    it only added facts to the event before, or None when it is no event line."""
+    if not MENTION.search(line):
+        return None
+    for entry in LINES:
+        match = entry.pattern.search(line)
+        if match:
+            return _event(entry, match, line, when, offset, last_step, said)
+    return None
+
+
+def _event(entry: EventLine, match: re.Match, line: str, when: float | None, offset: int,
+           last_step: int | None, said: Said) -> list[Record]:
+    data = _facts(match)
+    step, counted = data.pop(STEP, None), False
+    if entry.kind == "resume":
+        if data.get("from_step") == 0:
+            return []  # loading a seed checkpoint (step 0): a fresh start
+        step = step if step is not None else data.get("from_step")
+    if step is None:
+        step, counted = last_step, True
+    source = f"log line '{_excerpt(match.group(0))}' (byte {offset})"
+    if _merge(entry.kind, step, counted, data, source, when, said):
+        return []
+    if not entry.alone:
+        return []
+    record = Record(offset, EVENT, {EVENT_KEY: entry.kind, STEP: step, **data,
+                                    "inferred": False, "source": source})
+    if when is not None:
+        record.data[TIME] = when
+    said.record, said.counted = record, counted
+    return [record]
+
+
+def _facts(match: re.Match) -> dict:
+    """The line's groups as v1 keys: integers, seconds, text."""
+    data: dict = {}
+    for name, value in match.groupdict().items():
+        if value is None:
+            continue
+        if name in SECONDS:
+            # rounded: 17925.59 ms is 17.92559 s, not 17.925590000000003
+            data[SECONDS[name]] = round(float(value) / (1000 if name.endswith("_ms") else 1), 6)
+        elif name in TEXTS:
+            data[name] = value.strip("'\"")
+        elif len(value) <= llmc.STEP_DIGITS:  # a step within 64 bits; longer is no step
+            data[name] = int(value)
+    if "next_step" in data:
+        data["from_step"] = data.pop("next_step") - 1
+    return data
+
+
+def _merge(kind: str, step: int | None, counted: bool, data: dict, source: str,
+           when: float | None, said: Said) -> bool:
+    """Add the line's facts to the event before when it is about the same one."""
+    before = said.record
+    if before is None or before.data[EVENT_KEY] != kind:
+        return False
+    if not (counted or said.counted or before.data[STEP] == step):
+        return False
+    if said.counted and not counted:  # the line's own step is the better one
+        before.data[STEP], said.counted = step, False
+    before.data.update(data)
+    before.data["source"] += f"; {source}"
+    if when is not None:
+        before.data.setdefault(TIME, when)
+    return True
+
+
+def _excerpt(line: str) -> str:
+    text = " ".join(line.split())
+    return text if len(text) <= EXCERPT else text[:EXCERPT - 1] + "…"
