@@ -32,7 +32,8 @@ is found by counting only the lines of its metrics files after their chart-tile 
 and pace come from one rowid range of ``TAIL_LINES`` ending at that line, the rowid bound
 pushed into DuckDB's scan. The pace is measured over the lines of the newest attempt in the
 last ``window_s`` seconds within that range: at more than ``TAIL_LINES`` lines in 300 s, over
-the span the range covers. Only a run whose newest ``TAIL_LINES`` lines carry no loss (or
+the span the range covers; the 300 s end now, not at the newest line (app/read/pace.py:
+a run that stops writing shows a pace that falls to 0). Only a run whose newest ``TAIL_LINES`` lines carry no loss (or
 accuracy) at all reads further back for it, one column, row groups with none skipped.
 """
 
@@ -54,7 +55,7 @@ from ..alerts.stall import Quiet, StallJudge
 from ..db import queries
 from ..db.readonly import jsonable
 from ..errors import CliffwatchError
-from . import frame
+from . import frame, pace
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
            "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]
@@ -220,6 +221,7 @@ def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] |
     table["lines"] = table["lines"].fillna(0).astype(int)
     table["open_incidents"] = open_incidents(cursor, table)
     table["since_last_s"] = now - table["last_write"]
+    table["lines_per_min"] = pace.falling(cursor, table)  # over the 300 s ending now
     table["state"] = states(cursor, table, now, stall_rule(rules), idle_after)
     table["alert_state"] = alert_states(cursor, list(table["run"]), now)
     table["open_incidents"] = table["open_incidents"].astype(int)
@@ -271,8 +273,8 @@ def newest_lines(cursor, runs: list[str], tails: Tails | None = None) -> pd.Data
                 tails.put(run, key, row)
         if row is not None:
             rows.append(row)
-    return pd.DataFrame(rows, columns=["run", "lines", "last_step", "lines_per_min", *NEWEST]
-                        ).set_index("run")
+    return pd.DataFrame(rows, columns=["run", "lines", "last_step", "lines_per_min", "tail",
+                                       *NEWEST]).set_index("run")
 
 
 def newest_line(cursor, run: str, group: pd.DataFrame) -> dict | None:
@@ -289,7 +291,8 @@ def newest_line(cursor, run: str, group: pd.DataFrame) -> dict | None:
                                             "window_s": None}).iloc[0]
     row = {"run": run, "lines": lines, "last_step": tail["last_step"],
            "lines_per_min": 60.0 * (tail["n"] - 1) / tail["span_s"]
-           if tail["span_s"] and tail["span_s"] > 0 else None}
+           if tail["span_s"] and tail["span_s"] > 0 else None,
+           "tail": (file, lo, last)}  # where pace.falling reads again once the run is quiet
     for column in NEWEST:
         row[column] = tail[column]
         if pd.isna(tail[column]) and lines > tail["lines"]:
