@@ -9,6 +9,11 @@ is not valid UTF-8 (the folder ``b"caf\xe9"``) is stored readably as the run ``c
 backslash escape), and read from the folder on disk (``LogFile.real``). A name with a
 backslash of its own is escaped too (the folder ``caf\xe9``, typed with a backslash, is the
 run ``caf\\xe9``), so no two folders share a name.
+
+Checkpoint saves are found in the same walk (saves.py): ``out/checkpoint-500/`` is
+``LogFile(run="out", kind="save")``, and the ``trainer_state.json`` inside it is of the run
+``out`` too, not of a run of its own. Looking at an entry's name costs no ``stat``, and no
+folder is listed that was not listed before.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import saves
 from .formats import detect
 
 
@@ -47,7 +53,10 @@ def classify(logdir: Path, path: Path) -> LogFile | None:
     kind = kind_of(parts[-1]) if parts else None
     if kind is None or any(p.startswith(".") for p in parts):
         return None
-    run = readable("/".join(parts[:-1]) or ".")
+    folder = "/".join(parts[:-1])
+    if kind == detect.HF_STATE and len(parts) > 1 and detect.CHECKPOINT.fullmatch(parts[-2]):
+        folder = "/".join(parts[:-2])  # a checkpoint's copy: the output folder's run
+    run = readable(folder or ".")
     shown = readable(rel.as_posix())
     return LogFile(shown, run, kind, None if shown == rel.as_posix() else rel.as_posix())
 
@@ -82,6 +91,10 @@ def scan(logdir: Path, links_out: list[str] | None = None, known=frozenset(),
     followed; those that lead out of the log directory are added to ``links_out`` (as stored
     names) to be reported, and folders that cannot be read to ``refused`` (see ``folders``)."""
     found: list[LogFile] = []
+    parent, _, name = top.rpartition("/")
+    if top and top not in known and not saves.inside(parent) and saves.is_save(name, True) \
+            and os.path.isdir(os.path.join(logdir, top)):  # a save folder just created
+        found.append(_save(parent, name))
     for folder, entries in folders(logdir, top, refused):
         found += in_folder(logdir, folder, entries, known, links_out)
     return found
@@ -114,9 +127,17 @@ def in_folder(logdir: Path, rel: str, entries, known=frozenset(),
               links_out: list[str] | None = None) -> list[LogFile]:
     """The log files among one folder's entries that are not in ``known``."""
     found = []
+    in_save = saves.inside(rel)  # once per folder: its weights are part of that save
     for entry in entries:
         path = join(rel, entry.name)
-        if entry.is_dir(follow_symlinks=False) or path in known:
+        if path in known:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if not in_save and saves.is_save(entry.name, True):
+                found.append(_save(rel, entry.name))
+            continue
+        if not in_save and saves.is_save(entry.name, False) and not entry.is_symlink():
+            found.append(_save(rel, entry.name))
             continue
         if _folder_link(entry):  # never followed
             if links_out is not None and not entry.name.startswith(".") \
@@ -128,6 +149,13 @@ def in_folder(logdir: Path, rel: str, entries, known=frozenset(),
             if item is not None:
                 found.append(item)
     return found
+
+
+def _save(folder: str, name: str) -> LogFile:
+    path = join(folder, name)
+    shown = readable(path)
+    return LogFile(shown, readable(saves.run_of(folder)), saves.KIND,
+                   None if shown == path else path)
 
 
 def _folder_link(entry: os.DirEntry) -> bool:

@@ -32,7 +32,7 @@ from pathlib import Path
 import duckdb
 
 from ..db.database import Database
-from . import batch, careful, fast, follow, memory, wholefile
+from . import batch, careful, fast, follow, memory, saves, wholefile
 from .activity import Changes, Pace
 from .backoff import Backoff, describe
 from .filestate import FileState, grown, refresh
@@ -458,6 +458,9 @@ class Tailer:
             return True, 0  # another log of the run is read, or it is no log (recorded once)
         late = self._follow_rotated(state) if state.path in self.rotated else 0
         rel = self.on_disk.get(state.path, state.path)
+        if state.kind == saves.KIND:  # a checkpoint folder or file: its time, never its bytes
+            saves.read(self.store, state, f"{self.root}/{rel}")
+            return True, 0
         if self._unchanged(state, f"{self.logdir}/{rel}"):  # a str: no Path built per look
             return True, late
         try:
@@ -549,7 +552,7 @@ class Tailer:
         """Whether another trainer's file, not read before, holds a log: an answer from its
         first bytes (formats/detect.py); a file that is none is recorded once as skipped,
         one that cannot tell yet (empty, no complete line) is asked again when it grows."""
-        copy_of = detect.snapshot(state.path)
+        copy_of = saves.take_over(self.store, self.files.values(), state, new)
         if copy_of:
             self._skip(state, new, copy_of)
             return False

@@ -139,18 +139,19 @@ def test_a_live_tensorboard_writer_shows_new_scalars_soon(tmp_path):
 
 
 def test_a_checkpoint_folders_trainer_state_is_no_run_of_its_own(tmp_path):
-    """The Trainer copies trainer_state.json into every checkpoint-N folder: they are skipped
-    once each, with the reason, and make no runs."""
+    """The Trainer copies trainer_state.json into every checkpoint-N folder: they are states
+    of the output folder's run, of which the newest is read (issue 19: with report_to="none"
+    nothing else is there until the end); the older is skipped once, with the reason."""
     source = REALDATA / "hf-mistral-translator" / "trainer_state.json"
     for step in (500, 1000):
         (tmp_path / "logs" / "out" / f"checkpoint-{step}").mkdir(parents=True)
         shutil.copy(source, tmp_path / "logs" / "out" / f"checkpoint-{step}")
     with ingest(tmp_path / "logs") as mon:
         mon.tailer.catch_up()
-        assert query(mon, "SELECT count(*) FROM runs") == [(0,)]
+        assert query(mon, "SELECT run FROM runs") == [("out",)]
+        assert count(mon, "SELECT count(*) FROM metrics_all WHERE run = 'out'") == 866
         reasons = query(mon, "SELECT file, severity FROM ingest_errors ORDER BY file")
-        assert reasons == [("out/checkpoint-1000/trainer_state.json", "info"),
-                           ("out/checkpoint-500/trainer_state.json", "info")]
+        assert reasons == [("out/checkpoint-500/trainer_state.json", "info")]
 
 
 def test_per_step_rows_and_per_epoch_summaries_in_one_file(tmp_path):

@@ -71,19 +71,9 @@ def sniff_bytes(name: str) -> int:
     return TEXT_SNIFF_BYTES if by_name(name) == TEXT else SNIFF_BYTES
 
 
-CHECKPOINT = re.compile(r"checkpoint-\d+")  # the Trainer's save folders: output_dir/checkpoint-500
-
-
-def snapshot(path: str) -> str | None:
-    """Why a file is a copy of a run's log rather than a run's own log, or None. The Hugging
-    Face Trainer saves ``trainer_state.json`` into every ``checkpoint-N`` folder: read as runs,
-    ten checkpoints would be ten runs repeating one history."""
-    folder, _, name = path.rpartition("/")
-    if name == HF_STATE_NAME and CHECKPOINT.fullmatch(folder.rpartition("/")[2]):
-        return ("a checkpoint's copy of its run's trainer_state.json; the run's own logs are "
-                "read (its TensorBoard files, trainer_log.jsonl, or the trainer_state.json the "
-                "Trainer writes beside the checkpoints at the end)")
-    return None
+# the Trainer's save folders (output_dir/checkpoint-500): the trainer_state.json copied into
+# each is a state of the output folder's run (scan.py), the newest read (saves.take_over)
+CHECKPOINT = re.compile(r"checkpoint-\d+")
 
 
 def detect(name: str, head: bytes, keymap: KeyMap | None = None, before: int = 0

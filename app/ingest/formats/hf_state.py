@@ -10,6 +10,12 @@ entry::
 
 Kinds follow keys.kind_of. The fractional ``epoch`` crossing an integer is the start of an
 epoch (v1's ``epoch_start``), except where it reaches ``num_train_epochs``: that is the end.
+The Trainer saves a checkpoint at every multiple of ``save_steps`` (written after the list):
+each multiple the entries pass is a save cliffwatch infers, after the last step logged before
+it (issue 19)::
+
+    {"event": "checkpoint_end", "step": 500, "inferred": true,
+     "source": "save_steps 500 in trainer_state.json"}
 
 The Trainer rewrites the file whole at every save, and entries are only ever appended to
 ``log_history``, each written the same way every time. So what was read is remembered as a
@@ -44,10 +50,11 @@ from dataclasses import dataclass, field
 
 from ...keys import EPOCH, STEP
 from ..parse import LONE_SURROGATE, excerpt, first_line, without_surrogates
-from . import EVENT, SUMMARY, Problem, Record
-from .keys import normalise
+from . import EVENT, SUMMARY, TRAIN, Problem, Record
+from .keys import normalise, planned_end
 
 HISTORY = "log_history"
+SAVE_STEPS = "save_steps"  # the Trainer saves a checkpoint at every multiple of it
 OK, INCOMPLETE, REWRITTEN, INVALID = "ok", "incomplete", "rewritten", "invalid"
 WINDOW = 8 << 20  # bytes decoded at a time: ~50,000 entries, ~60 MB of Python objects
 HEAD_WINDOW = 64 << 10  # the members before log_history are a few hundred bytes
@@ -76,6 +83,8 @@ class Resume:
     digest: str  # hash of the HASHED bytes before that end (fewer if the list is shorter)
     epoch: object = None  # the epoch of the last entry read that had one
     epochs: object = None  # num_train_epochs, once seen
+    step: object = None  # the step of the last entry read: saves inferred after it are new
+    save_steps: object = None  # save_steps, once seen
 
     def text(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -143,6 +152,7 @@ def read(source: Callable[[int, int], bytes], size: int, stored: int = 0,
                                                    excerpt(source(0, 200)))])
         return
     reading = _Reading(source, size, array, top.get("num_train_epochs"), window)
+    reading.save_steps = top.get(SAVE_STEPS)
     if resume is not None and stored:
         reading.resume_at(resume, stored)
     else:
@@ -318,6 +328,8 @@ class _Reading:
         self.status, self.stored, self.epoch, self.epochs = OK, 0, None, epochs
         self.last_end: int | None = None  # where the last entry read ends
         self.last_step: object = None
+        self.max_steps: object = None  # the planned total, once seen
+        self.save_steps: object = None
         self.problems: list[Problem] = []
 
     def resume_at(self, resume: Resume, stored: int) -> None:
@@ -327,6 +339,8 @@ class _Reading:
             self.start, self.comma, self.stored, self.epoch = end, True, stored, resume.epoch
             self.last_end = end
             self.epochs = resume.epochs if self.epochs is None else self.epochs
+            self.last_step = resume.step
+            self.save_steps = resume.save_steps if self.save_steps is None else self.save_steps
         else:  # not the history read: a new run, or one resumed from an older checkpoint
             self.status = REWRITTEN
 
@@ -349,12 +363,19 @@ class _Reading:
         if _members(text, top, [], first=False):
             raise _Malformed(text.offset(), f"a second '{HISTORY}'")
         _end(text)
+        self.max_steps = top.get("max_steps", self.max_steps)
         if self.epochs is None:
             self.epochs = top.get("num_train_epochs")
+        if top.get(SAVE_STEPS) is not None:
+            self.save_steps = top[SAVE_STEPS]
 
     def _windows(self, last_step: object) -> Iterator[StateRead]:
         text = _Text(self.source, self.size, self.start, self.window)
-        self.last_step, batch, begin = last_step, [], self.start
+        batch, begin = [], self.start
+        if self.status == REWRITTEN:
+            self.last_step = None  # every entry is read again: no save is behind them
+        elif last_step is not None or not self.stored:
+            self.last_step = last_step  # else where the Resume left it
         for entry in _entries(text, self.comma):
             if self.skip:
                 if not self._skipped(entry, last_step):
@@ -381,6 +402,7 @@ class _Reading:
 
     def _again(self, last_step: object) -> Iterator[StateRead]:
         self.status, self.skip, self.stored, self.epoch = REWRITTEN, 0, 0, None
+        self.last_step = None
         self.start, self.comma, self.last_end = self.array + 1, False, None
         yield from self.run(last_step)
 
@@ -400,7 +422,7 @@ class _Reading:
         if self.last_end is not None:
             at = self.last_end - self.array
             out.resume = Resume(at, _digest(self.source, self.array, self.last_end), self.epoch,
-                                self.epochs)
+                                self.epochs, self.last_step, self.save_steps)
         out.entries, out.last_step = self.stored, self.last_step
         return out
 
@@ -435,7 +457,14 @@ class _Reading:
                                                       STEP: result.data[STEP],
                                                       EPOCH: math.floor(epoch)}))
         self._note_epoch(entry)
+        saved = _saved_after(self.last_step, result.data[STEP], self.save_steps)
+        if saved is not None and saved < result.data[STEP] and result.kind != SUMMARY:
+            out.records.append(_save(offset, saved, self.save_steps))  # before this entry
         out.records.append(Record(offset, result.kind, result.data))
+        if result.kind == TRAIN and (end := planned_end(result.data[STEP], self.max_steps)):
+            out.records.append(Record(offset, SUMMARY, end))  # at max_steps: training ended
+        if saved == result.data[STEP] and result.kind != SUMMARY:
+            out.records.append(_save(offset, saved, self.save_steps))  # after its own line
         return None
 
 
@@ -476,6 +505,25 @@ def _crossed(previous: object, epoch: object, epochs: object) -> bool:
     if _number(epochs) and epoch >= epochs:
         return False  # the last epoch ended: no epoch starts here
     return math.floor(epoch) > math.floor(previous)
+
+
+def _saved_after(previous: object, step: object, save_steps: object) -> object:
+    """The step after which the Trainer saved, when a multiple of ``save_steps`` lies in
+    (``previous``, ``step``]: ``step`` itself if it is one (the save follows its log line),
+    else ``previous`` (the last step logged before the save); None when no save lies there.
+    Several multiples between two logged steps are one save as far as the lines can tell."""
+    if not (type(save_steps) is int and save_steps > 0 and type(step) is int):
+        return None
+    if step % save_steps == 0 and (type(previous) is not int or previous < step):
+        return step
+    if type(previous) is not int or previous >= step:
+        return None
+    return previous if step // save_steps > previous // save_steps else None
+
+
+def _save(offset: int, step: int, save_steps: int) -> Record:
+    return Record(offset, EVENT, {"event": "checkpoint_end", STEP: step, "inferred": True,
+                                  "source": f"{SAVE_STEPS} {save_steps} in trainer_state.json"})
 
 
 def _step_of(entry: object) -> object:

@@ -1,0 +1,219 @@
+"""Checkpoint saves cliffwatch infers (app/ingest/saves.py, issue 19), through the real ingest:
+a Hugging Face output folder that holds only checkpoint-N/ folders is read while it trains (the
+real transformers Trainer, with report_to="none"), Lightning's checkpoints/*.ckpt and
+torchtitan's checkpoint/step-N/ become inferred checkpoint events, and diagnosis gives the
+cause ``checkpoint`` for a stall right after such a save."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.app.test_ingest_bad_input import ingest, query
+from tests.conftest import ROOT, run_cli, wait_for
+
+
+def state(upto: int, final: bool = False, save_steps: int = 4) -> str:
+    """A trainer_state.json as the Trainer writes it (sorted keys, indent 2) at step ``upto``."""
+    history = [{"epoch": s / 20, "grad_norm": 1.0, "learning_rate": 1e-4,
+                "loss": 2.0 - s / 100, "step": s} for s in range(1, upto + 1)]
+    if final:
+        history.append({"epoch": upto / 20, "step": upto, "train_loss": 1.9,
+                        "train_runtime": 12.5})
+    return json.dumps({"global_step": upto, "log_history": history, "max_steps": 12,
+                       "num_train_epochs": 1, "save_steps": save_steps}, indent=2,
+                      sort_keys=True)
+
+
+def checkpoint(out: Path, step: int) -> None:
+    folder = out / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights: never read")
+    (folder / "optimizer.pt").write_bytes(b"never read")
+    (folder / "trainer_state.json").write_text(state(step))
+
+
+def rows_of(mon, run: str) -> tuple[int, int, int]:
+    return query(mon, f"SELECT count(*), count(DISTINCT step), count(DISTINCT attempt) "
+                      f"FROM metrics_all WHERE run = '{run}'")[0]
+
+
+def saves_of(mon, run: str) -> list[tuple]:
+    return query(mon, f"SELECT step, data->>'source' FROM events WHERE run = '{run}' AND kind = "
+                      "'checkpoint_end' AND (data->>'inferred')::BOOLEAN ORDER BY step, 2")
+
+
+def test_an_hf_output_folder_of_checkpoints_only_is_read_each_entry_once(tmp_path):
+    """The newest checkpoint's state is the run's log; each later one goes on from it; the
+    final trainer_state.json takes over; a checkpoint deleted by save_total_limit says
+    nothing; each checkpoint-N/ folder is a save inferred at N."""
+    out = tmp_path / "logs" / "out"
+    checkpoint(out, 4)
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        assert rows_of(mon, "out") == (4, 4, 1)
+        checkpoint(out, 8)
+        mon.tailer.catch_up()
+        assert rows_of(mon, "out") == (8, 8, 1)
+        shutil.rmtree(out / "checkpoint-4")  # save_total_limit=1
+        (out / "trainer_state.json").write_text(state(12, final=True))
+        mon.tailer.catch_up()
+        assert rows_of(mon, "out") == (12, 12, 1)
+        assert query(mon, "SELECT run FROM runs") == [("out",)]
+        assert query(mon, "SELECT count(*) FROM evals WHERE run = 'out' AND kind = 'summary'"
+                     ) == [(1,)]
+        assert query(mon, "SELECT file FROM ingest_errors WHERE severity <> 'info'") == []
+        found = saves_of(mon, "out")
+        folders = [(s, why) for s, why in found if why.startswith("folder")]
+        assert [s for s, _ in folders] == [4, 8]
+        assert folders[0][1].startswith("folder checkpoint-4/ appeared at ")
+        assert {s for s, why in found if why == "save_steps 4 in trainer_state.json"} == {
+            4, 8, 12}
+
+
+def test_a_lightning_run_folder_gets_a_save_at_each_ckpt(tmp_path):
+    run = tmp_path / "logs" / "lightning_logs" / "version_0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.csv").write_text("epoch,step,train_loss\n" + "".join(
+        f"{s // 10},{s},{1.0 / s}\n" for s in range(1, 31)))
+    for name in ("epoch=0-step=10.ckpt", "epoch=1-step=20.ckpt"):
+        (run / "checkpoints" / name).write_bytes(b"never read")
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        assert saves_of(mon, "lightning_logs/version_0") == [
+            (10, f"file epoch=0-step=10.ckpt written at {when(run / 'checkpoints', 10)}"),
+            (20, f"file epoch=1-step=20.ckpt written at {when(run / 'checkpoints', 20)}")]
+        assert rows_of(mon, "lightning_logs/version_0") == (30, 30, 1)
+        assert query(mon, "SELECT count(*) FROM runs") == [(1,)]  # the checkpoints/ folder is none
+        mon.tailer.catch_up()  # stored once
+        assert len(saves_of(mon, "lightning_logs/version_0")) == 2
+
+
+def when(folder: Path, step: int) -> str:
+    name = next(p for p in folder.iterdir() if p.name.endswith(f"step={step}.ckpt"))
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(name.stat().st_mtime))
+
+
+def test_a_weights_file_with_no_step_in_its_name_is_placed_by_its_time(tmp_path):
+    run = tmp_path / "logs" / "run7"
+    run.mkdir(parents=True)
+    start = time.time() - 1000
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": 1.0, "time": start + s}) + "\n" for s in range(1, 101)))
+    (run / "model.pt").write_bytes(b"never read")
+    os.utime(run / "model.pt", (start + 40.5, start + 40.5))
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        (step, source), = saves_of(mon, "run7")
+        assert step == 40 and source.endswith(", after step 40 by the times of the run's lines")
+
+
+def titan_log(path: Path, stall_at: int) -> None:
+    """torchtitan's lines with its logging prefix (the lines' time), one a second, and a
+    gap of 300 s before step ``stall_at``."""
+    lines, now = [], time.mktime((2026, 11, 30, 12, 0, 0, 0, 0, -1))
+    for step in range(1, 201):
+        now += 300 if step == stall_at else 1
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        lines.append(f"[titan] {stamp},000 - root - INFO - step: {step:3d}  loss: "
+                     f"{4 - step / 100:.4f}  memory: 1.00GiB(1.0%)  tps: 1,234  mfu: 5.1%\n")
+    path.write_text("".join(lines))
+
+
+def test_a_stall_right_after_a_torchtitan_save_beside_its_text_log_is_a_checkpoint(tmp_path):
+    run = tmp_path / "logs" / "titan"
+    (run / "checkpoint" / "step-100").mkdir(parents=True)
+    (run / "checkpoint" / "step-100" / "__0_0.distcp").write_bytes(b"never read")
+    titan_log(run / "train.log", stall_at=101)
+    done = run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once")
+    assert done.returncode == 0, done.stderr
+    told = run_cli("diagnose", str(tmp_path / "logs"))
+    assert "STALL at step 101" in told.stdout, told.stdout
+    assert "Likely cause: checkpoint." in told.stdout
+    assert "checkpoint at step 100" in told.stdout
+
+
+TRAIN = r'''
+import sys, time
+from pathlib import Path
+import torch
+from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback,
+                          TrainingArguments)
+
+out, gate = Path(sys.argv[1]), Path(sys.argv[2])
+
+class Pause(TrainerCallback):  # holds the run after its second save, until the test says go
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == 6:
+            (gate / "paused").touch()
+            deadline = time.time() + 120
+            while not (gate / "go").exists() and time.time() < deadline:
+                time.sleep(0.05)
+
+class Tokens(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        ids = torch.arange(i, i + 8) % 32
+        return {"input_ids": ids, "labels": ids}
+
+torch.manual_seed(0)
+model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
+                                   n_head=1))
+args = TrainingArguments(output_dir=str(out), max_steps=9, save_steps=3, logging_steps=1,
+                         per_device_train_batch_size=2, report_to="none", use_cpu=True,
+                         disable_tqdm=True, dataloader_num_workers=0, seed=0)
+trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Pause()])
+trainer.train()
+trainer.save_state()  # as the Trainer's example scripts end: output_dir/trainer_state.json
+'''
+
+
+def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path):
+    """The real transformers Trainer on a tiny GPT-2 built from a config: after its second
+    save (checkpoint-3, checkpoint-6, nothing else in the folder) `ingest --once` has stored
+    the six steps and both saves; after the end, the final trainer_state.json adds steps 7 to
+    9 and nothing twice."""
+    logs, gate = tmp_path / "logs", tmp_path / "gate"
+    gate.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    trainer = subprocess.Popen([sys.executable, str(script), str(logs / "out"), str(gate)],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: (gate / "paused").exists() or trainer.poll() is not None, 120)
+        assert trainer.poll() is None, trainer.stdout.read()
+        assert not (logs / "out" / "trainer_state.json").exists()
+        assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
+        assert sql(logs, ROWS) == [[6, 6, 1]]
+        assert sql(logs, SAVES) == [[3, "folder"], [3, "save_steps"], [6, "folder"],
+                                    [6, "save_steps"]]
+        (gate / "go").touch()
+        assert trainer.wait(120) == 0, trainer.stdout.read()
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait()
+    assert (logs / "out" / "trainer_state.json").exists()
+    assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
+    assert sql(logs, ROWS) == [[9, 9, 1]]
+    assert [s for s, how in sql(logs, SAVES) if how == "folder"] == [3, 6, 9]
+
+
+ROWS = ("SELECT count(*), count(DISTINCT step), count(DISTINCT attempt) FROM metrics_all "
+        "WHERE run = 'out'")
+SAVES = ("SELECT step, split_part(data->>'source', ' ', 1) FROM events WHERE run = 'out' AND "
+         "kind = 'checkpoint_end' ORDER BY 1, 2")
+
+
+def sql(logs: Path, query_text: str) -> list[list]:
+    done = run_cli("sql", "--logdir", str(logs), "--format", "json", query_text)
+    assert done.returncode == 0, done.stderr
+    return [list(row.values()) for row in json.loads(done.stdout)]
