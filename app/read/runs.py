@@ -33,8 +33,9 @@ and pace come from one rowid range of ``TAIL_LINES`` ending at that line, the ro
 pushed into DuckDB's scan. The pace is measured over the lines of the newest attempt in the
 last ``window_s`` seconds within that range: at more than ``TAIL_LINES`` lines in 300 s, over
 the span the range covers; the 300 s end now, not at the newest line (app/read/pace.py:
-a run that stops writing shows a pace that falls to 0). Only a run whose newest ``TAIL_LINES`` lines carry no loss (or
-accuracy) at all reads further back for it, one column, row groups with none skipped.
+a run that stops writing shows a pace that falls to 0). Only a run whose newest
+``TAIL_LINES`` lines carry no loss (or accuracy) at all reads further back for it, one
+column, row groups with none skipped.
 """
 
 from __future__ import annotations
