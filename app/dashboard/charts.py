@@ -198,6 +198,11 @@ def _named_frame(data, datasets: dict) -> dict:
     return {"name": name}
 
 
+# Tableau 10: ten colours told apart on a white page (Vega's "tableau10" scheme)
+RUN_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2",
+              "#ff9da6", "#9d755d", "#bab0ac"]
+
+
 def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
                   x: str = "step") -> alt.Chart | alt.LayerChart:
     """One metric of several runs overlaid, a colour per run and a line per attempt; the
@@ -210,7 +215,11 @@ def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
     keep = ["run", "attempt", "x", "value"] + (["lo", "hi"] if banded else [])
     plotted = _axis(rows[keep], x, ("x",))
     y_title = _y("value:Q", metric)
-    base = alt.Chart().encode(x=_x(x, "x"), color=alt.Color("run:N"), detail="attempt:N")
+    # a categorical palette, one distinct colour per run (Streamlit's theme drew two runs in
+    # two blues, issue 20 item 8), and each run's full name in the legend (no label limit)
+    color = alt.Color("run:N", scale=alt.Scale(range=RUN_COLORS),
+                      legend=alt.Legend(labelLimit=0, symbolOpacity=1, symbolStrokeWidth=3))
+    base = alt.Chart().encode(x=_x(x, "x"), color=color, detail="attempt:N")
     line = base.mark_line().encode(
         y=y_title, tooltip=["run:N", "attempt:N", alt.Tooltip("value:Q", title=metric)])
     layers = [line.add_params(alt.selection_interval(encodings=["x"], name=ZOOM))]
