@@ -35,3 +35,22 @@ def matches(q: str | None, keep: list[str] | tuple = ()) -> list[str]:
     elif q and not total:
         st.caption(f"No run matches {source.md(repr(q))}.")
     return [*keep, *(n for n in names if n not in keep)]
+
+
+LAST_RUN = "cw-last-run"  # session state: the run this browser session last looked at
+
+
+def remember(run: str | None) -> None:
+    """Note the run a page shows, for pages that pre-fill a run (the SQL page's ``$run``)."""
+    if run:
+        st.session_state[LAST_RUN] = run
+
+
+def last_run() -> str | None:
+    """The run this session last looked at (Run, Compare, Incidents pages), while it exists,
+    else the newest run (the first the Runs page lists), else None."""
+    run = st.session_state.get(LAST_RUN)
+    if run and source.run_exists(run):
+        return run
+    names, _ = source.find_runs(None, 1)
+    return names[0] if names else None

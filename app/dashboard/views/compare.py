@@ -38,6 +38,7 @@ def pick() -> tuple[list[str], str, str] | None:
         st.multiselect("runs", picker.matches(q, keep=state["k-runs"]), key="k-runs",
                        on_change=write_param, args=("runs", "k-runs"))
     chosen = state["k-runs"]
+    picker.remember(chosen[-1] if chosen else None)
     if not chosen:
         st.info("Pick two or more runs to overlay (the URL keeps them: /compare?runs=a,b).")
         return None

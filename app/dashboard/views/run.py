@@ -47,6 +47,7 @@ def choose_run(view: source.RunView) -> str | None:
                  + (f" (e.g. {shown})" if names else "")
                  + f", as does `{COMMAND} sql --query runs`.")
         return None
+    picker.remember(view.run)  # the SQL page pre-fills $run with it
     return view.run
 
 

@@ -30,19 +30,23 @@ from ..db import queries
 from ..db.readonly import run_readonly
 from ..errors import CliffwatchError
 from ..state import ADHOC_SLOTS
-from . import charts, export, source
+from . import charts, export, picker, source
 
 PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 PARAM_PREFIX = "p_"
 
 
 def start_from(name: str) -> None:
-    """The named query's text into the editor and the URL (its examples into its params)."""
+    """The named query's text into the editor and the URL: its examples into its params, but
+    ``$run`` is the run this session last looked at, else the newest (the example run,
+    'seed-cliff', is seldom one the reader has: issue 20, item 9)."""
     if not name:
         return
     query = queries.load(name)
     values = {f"{PARAM_PREFIX}{p.name}": (p.example or "").strip("'") or None
               for p in query.params.values()}
+    if "run" in query.params:
+        values[f"{PARAM_PREFIX}run"] = picker.last_run() or values[f"{PARAM_PREFIX}run"]
     source.set_params(q=query.sql.strip(), **values)
 
 
