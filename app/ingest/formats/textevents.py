@@ -22,9 +22,11 @@ the line gives:
 Lines about one event follow each other with no training line between (Megatron's "saving",
 "successfully saved" and its timer; torchtitan's "Loading the checkpoint" and "Training
 starts at step"): a line of the same kind adds its facts to the event the lines before began
-(``Said``) when their steps agree or one of them took its step from the last training line. A
-line marked ``alone=False`` only adds facts; on its own it is no event. Lines in separate reads
-stay separate events, at one step. A line is only a whole message that ends the line: pasted
+(``Said``) when their steps agree or one of them took its step from the last training line,
+unless a line of its wording is in that event already (the same message again is another
+save or launch: the HF Trainer's last checkpoint and its final save_model). A line marked
+``alone=False`` only adds facts; on its own it is no event. Lines in separate reads stay
+separate events, at one step. A line is only a whole message that ends the line: pasted
 source (``logger.info(f"Saving model checkpoint to {output_dir}")``) is none.
 """
 
@@ -111,6 +113,7 @@ class Said:
     def __init__(self):
         self.record: Record | None = None
         self.counted = False  # its step came from the last training line, not its own words
+        self.wordings: set[EventLine] = set()  # the entries of LINES it was read from
 
     def end(self) -> None:
         self.record = None
@@ -140,7 +143,7 @@ def _event(entry: EventLine, match: re.Match, line: str, when: float | None, off
     if step is None:
         step, counted = last_step, True
     source = f"log line '{_excerpt(match.group(0))}' (byte {offset})"
-    if _merge(entry.kind, step, counted, data, source, when, said):
+    if _merge(entry, step, counted, data, source, when, said):
         return []
     if not entry.alone:
         return []
@@ -148,7 +151,7 @@ def _event(entry: EventLine, match: re.Match, line: str, when: float | None, off
                                     "inferred": False, "source": source})
     if when is not None:
         record.data[TIME] = when
-    said.record, said.counted = record, counted
+    said.record, said.counted, said.wordings = record, counted, {entry}
     return [record]
 
 
@@ -170,14 +173,15 @@ def _facts(match: re.Match) -> dict:
     return data
 
 
-def _merge(kind: str, step: int | None, counted: bool, data: dict, source: str,
+def _merge(entry: EventLine, step: int | None, counted: bool, data: dict, source: str,
            when: float | None, said: Said) -> bool:
     """Add the line's facts to the event before when it is about the same one."""
     before = said.record
-    if before is None or before.data[EVENT_KEY] != kind:
+    if before is None or before.data[EVENT_KEY] != entry.kind or entry in said.wordings:
         return False
     if not (counted or said.counted or before.data[STEP] == step):
         return False
+    said.wordings.add(entry)
     if said.counted and not counted:  # the line's own step is the better one
         before.data[STEP], said.counted = step, False
     before.data.update(data)
