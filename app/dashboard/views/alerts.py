@@ -27,6 +27,9 @@ from ..errors import CliffwatchError
 from . import source
 
 ACTIVE = ("firing", "pending")
+# the States grid's columns, the ones a reader scans first, so they fit the page's width
+STATE_COLUMNS = ["rule", "run", "metric", "state", "changed_step", "changed_time", "value",
+                 "episode", "pending_lines", "notified_time"]
 
 
 def attempts(outbox: list[dict]) -> str:
@@ -87,8 +90,12 @@ def live() -> None:
     view = alerts_mod.overview(source.state())
     active_states(view.get("states") or [])
     st.subheader("States")
-    st.dataframe(readable_times(pd.DataFrame(view.get("states") or [])), hide_index=True,
-                 width="stretch")
+    states = pd.DataFrame(view.get("states") or [])
+    if states.empty:
+        st.caption("None.")  # as the other sections say, not an empty grid
+    else:
+        st.dataframe(readable_times(states), hide_index=True, width="stretch",
+                     column_order=STATE_COLUMNS)
     st.subheader("Silences in force")
     silences = pd.DataFrame(view.get("silences") or [])
     if silences.empty:
@@ -114,8 +121,13 @@ def rules_section(view: dict) -> list[str]:
                   or "the server log")
                + ".")
     rules = view.get("rules") or []
-    st.dataframe(pd.DataFrame(rules), hide_index=True, width="stretch",
-                 column_order=["name", "type", "severity", "runs", "when"])
+    if not rules:
+        st.caption("None.")
+        return []
+    # a static table, whose cells wrap: each rule's "when" is read in full, never cut off
+    # at the grid's column edge (issue 20, item 7)
+    shown = pd.DataFrame(rules)[["name", "type", "severity", "runs", "when"]]
+    st.table(shown.set_index("name"))
     return [r["name"] for r in rules]
 
 

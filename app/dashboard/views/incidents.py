@@ -1,6 +1,16 @@
 """Incidents page (``/incidents?run=NAME&kind=spike,cliff``): the diagnosis report across runs,
-filterable by run and kind; each incident links to the Run page zoomed on it."""
+filterable by run and kind; each incident links to the Run page zoomed on it. The incident
+selected in the table (the first until one is) is written out in full under it, its causes
+and every line of its evidence, which a table cell cuts off::
 
+    spike in loss at step 2029 (seed-cliff), through step 2035: 13 against 0.7392
+    Likely cause: checkpoint
+
+    Why: checkpoint at step 2000 blocked the training loop for 155.2 s, ...
+
+Files not read are named above the table: a run never looks clean for want of reading it."""
+
+import pandas as pd
 import streamlit as st
 
 if not __package__:  # Streamlit runs a page as a script, outside any package
@@ -14,7 +24,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
 from ..diagnose.diagnosis import KIND_RANK
-from . import picker, source
+from . import picker, source, unread
 
 KINDS = tuple(KIND_RANK)  # every kind diagnosis reports (a divergence was missing here)
 ALL = "every run"
@@ -33,6 +43,7 @@ def filters() -> tuple[str | None, list[str]]:
         st.warning(f"No run named {source.md(repr(run))}; showing every run (the Runs page "
                    "lists them).")
         run = None
+    picker.remember(run)
     kinds = [k for k in source.parse_list(st.query_params, "kind") if k in KINDS]
     st.session_state["i-run"], st.session_state["i-kind"] = run or ALL, kinds
     search, left, right = st.columns([2, 2, 3])
@@ -48,25 +59,56 @@ def filters() -> tuple[str | None, list[str]]:
 
 @st.fragment(run_every=source.REFRESH_S)
 def live(run: str | None, kinds: list[str]) -> None:
+    missed = unread.notice((run,) if run else None)
     table = source.incidents_table(run, tuple(kinds) or None)
     if table.empty:
-        st.info("No incidents" + (f" in {source.md(run)}" if run else "") + " so far: detection "
-                "looks for loss spikes, divergences, accuracy cliffs, stalls and NaN/inf as lines "
-                "arrive.")
+        read = " in the lines read" if missed else ""
+        st.info("No incidents" + (f" in {source.md(run)}" if run else "") + f"{read} so far: "
+                "detection looks for loss spikes, divergences, accuracy cliffs, stalls and "
+                "NaN/inf as lines arrive.")
         return
     table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
                                zip(table["run"], table["from_step"], table["to_step"],
                                    strict=True)])
-    st.dataframe(
-        table, hide_index=True, width="stretch",
+    picked = st.dataframe(
+        table, hide_index=True, width="stretch", on_select="rerun",
+        selection_mode="single-row", key="i-table",
         column_order=["open", "run", "kind", "metric", "step", "end_step", "value", "baseline",
                       "causes", "evidence", "detected_at"],
         column_config={
             "open": st.column_config.LinkColumn(
                 "chart", display_text="open", help="the Run page zoomed on this incident"),
-            "evidence": st.column_config.TextColumn("evidence", width="large"),
+            "causes": st.column_config.TextColumn("causes", width="medium"),
+            "evidence": st.column_config.TextColumn(
+                "evidence", width="large", help="select a row: its evidence is written out in "
+                "full under the table"),
         })
-    st.caption(f"{len(table)} incident(s).")
+    rows = picked.selection.rows if picked is not None else []
+    st.caption(f"{len(table)} incident(s); select one to read its causes and evidence in "
+               "full below.")
+    in_full(table.iloc[rows[0] if rows and rows[0] < len(table) else 0])
+
+
+def in_full(incident) -> None:
+    """One incident's headline, causes and each evidence line, as text that wraps."""
+    through = (f", through step {incident['end_step']}"
+               if incident["end_step"] != incident["step"] else "")
+    against = (f": {number(incident['value'])} against {number(incident['baseline'])}"
+               if pd.notna(incident["value"]) and pd.notna(incident["baseline"]) else "")
+    st.markdown(f"**{source.md(incident['kind'])} in {source.md(incident['metric'])} at step "
+                f"{incident['step']}** ({source.md(incident['run'])}){through}{against}")
+    # read/incidents gives causes joined by ", " and the evidence lines by " "
+    causes = source.md(text(incident["causes"])) or "none named"
+    evidence = source.md(text(incident["evidence"]))
+    st.markdown(f"Likely cause: **{causes}**" + (f"\n\nWhy: {evidence}" if evidence else ""))
+
+
+def number(value) -> str:
+    return source.md(f"{value:.4g}")
+
+
+def text(value) -> str:
+    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
 
 
 def page() -> None:

@@ -19,7 +19,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
 from ..command import COMMAND
 from ..errors import CliffwatchError
 from ..read.runs import Ask
-from . import picker, source
+from . import picker, source, unread
 
 RUN_PAGE = "views/run.py"
 STATUS = {"all": "every run", "live": "live", "finished": "ended or idle"}
@@ -95,6 +95,7 @@ def live() -> None:
     ask = ask_of_url(warn=False)  # the URL as of now (paging changes it)
     found = source.runs_page(ask)
     if found.table.empty:
+        unread.notice()  # a folder whose only file is no log is no run, yet it is not read
         if not (found.total or ask.q or ask.status):
             waiting()
         elif not found.total:
@@ -104,24 +105,41 @@ def live() -> None:
             paging(found)
         return
     table = found.table.assign(open=[source.run_url(run) for run in found.table["run"]])
-    st.dataframe(
-        table, hide_index=True, width="stretch",
-        column_order=["open", "state", "last_step", "last_loss", "last_accuracy",
-                      "lines_per_min", "since_last_s", "open_incidents", "alert_state",
-                      "lines", "last_seen"],
-        column_config={
-            "open": st.column_config.LinkColumn("run", display_text=r"run=([^&]*)",
-                                                help="open the run's charts"),
-            "state": st.column_config.TextColumn("state", help=STATE_HELP),
-            "since_last_s": st.column_config.NumberColumn(
-                "since last line (s)", format="%.0f",
-                help="seconds since the monitor last saw the run's logs grow"),
-            "lines_per_min": st.column_config.NumberColumn(
-                "lines/min", format="%.1f", help="lines a minute by the log's own clock "
-                "(elapsed_s or time); empty for a log with no time field"),
-            "open_incidents": st.column_config.NumberColumn("open incidents"),
-        })
+    st.dataframe(table, hide_index=True, width="stretch", column_order=COLUMN_ORDER,
+                 column_config=column_config())
     paging(found)
+    unread.notice()
+
+
+# short headers, each with its meaning on hover: at 1,400 px the eleven columns fit, the last
+# one included (issue 20, item 7: "last_seen" was cut off)
+COLUMN_ORDER = ["open", "state", "last_step", "last_loss", "last_accuracy", "lines_per_min",
+                "since_last_s", "open_incidents", "alert_state", "lines", "last_seen"]
+
+
+def column_config() -> dict:
+    number = st.column_config.NumberColumn
+    return {
+        "open": st.column_config.LinkColumn("run", display_text=r"run=([^&]*)", width="medium",
+                                            help="open the run's charts"),
+        "state": st.column_config.TextColumn("state", help=STATE_HELP),
+        "last_step": number("step", help="the newest line's step"),
+        "last_loss": number("loss", help="the newest loss logged"),
+        "last_accuracy": number("accuracy", help="the newest accuracy logged"),
+        "since_last_s": number("quiet (s)", format="%.0f",
+                               help="seconds since the monitor last saw the run's logs grow"),
+        "lines_per_min": number(
+            "lines/min", format="%.1f", help="lines a minute over the last 5 minutes, ending "
+            "now: it falls while no line comes, to 0 after 5 minutes of silence; empty for a "
+            "log with no time field (elapsed_s or time)"),
+        "open_incidents": number("incidents", help="open incidents (Incidents page)"),
+        "alert_state": st.column_config.TextColumn(
+            "alert", help="firing > pending > silenced > ok (Alerts page)"),
+        "lines": number("lines", help="metric lines stored"),
+        "last_seen": st.column_config.DatetimeColumn(
+            "last stored", format="YYYY-MM-DD HH:mm:ss", help="when a line of the run was "
+            "last stored, by the monitor's clock"),
+    }
 
 
 def paging(found) -> None:
