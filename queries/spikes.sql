@@ -15,7 +15,8 @@
 --   repeated within `history` lines after one that rose over two lines (or after two
 --   others) may be listed by `python -m app diagnose` and not here. The detector also reports
 --   a gradient norm's spikes within 20 lines of each other as one, a warning, and none that
---   starts inside a loss spike.
+--   starts inside a loss spike; for a gradient norm it asks `ratio` 5.0 (heavy-tailed: a 2x
+--   bump is routine; SQL_PARAMS["grad_norm_spikes"]), so pass ratio=5 for its twin.
 -- param run: run id (example: 'seed-cliff')
 -- param metric: column name (example: 'loss')
 -- param ratio: value / baseline (default: 2.0) (example: 2.0)

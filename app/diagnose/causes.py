@@ -2,12 +2,22 @@
 
 Vocabulary (most likely first when several apply):
 
-- ``checkpoint``: a checkpoint event in the lines just before (or inside the gap of a stall);
-- ``resume``: a new attempt (the run was restarted from a checkpoint) just before;
+- ``checkpoint``: a checkpoint event in the lines just before (or inside the gap of a stall),
+  logged or inferred (a save_steps, a checkpoint folder that appeared: evidence.of_event);
+- ``resume``: a new attempt (the run was restarted from a checkpoint) just before, with the
+  signs seen (attempts.reason: the step, the clock or the epoch went back, a resume event);
+- ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
+- ``periodic``: a stall that recurs every N steps (the third of them on), named even when
+  nothing was logged about it;
 - ``stall``: a stall just before, with no checkpoint event to explain it;
+- ``learning_rate``: the lr rising in warm-up, at its peak right after warm-up, or just risen
+  (schedule.py);
 - ``bucket_homogeneity``: a long run of micro-batches from one length bucket just before;
 - ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
+- ``grad_norm``: a gradient norm's spike in the lines before a loss incident;
 - ``unknown``: none of these.
+
+Each sentence ends with whether its cause was logged or inferred, and from what (evidence.py).
 
 A straggler (a slow rank, ``straggler.py``) is judged from the rank files, not these lines: its
 causes are ``input_wait`` (its input pipeline's wait explains the lost time) and
@@ -16,7 +26,7 @@ causes are ``input_wait`` (its input pipeline's wait explains the lost time) and
 For example the seed's spike at step 2029 reads::
 
     checkpoint: checkpoint at step 2000 blocked the training loop for 155.2 s, 2 lines before
-    step 2029.
+    step 2029. (logged: events.jsonl)
 """
 
 from __future__ import annotations
@@ -24,19 +34,29 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import keys
 from ..db import queries
-from .detect import BEFORE, Incident
+from . import schedule
+from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
+from .evidence import of_event, sourced
 
-ORDER = ["checkpoint", "resume", "stall", "bucket_homogeneity", "epoch_boundary"]
+ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "learning_rate",
+         "bucket_homogeneity", "epoch_boundary", "grad_norm"]
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
+PERIODIC_MIN = 3  # stalls in a row at even spacing before they are periodic ...
+PERIODIC_SPREAD = 0.1  # ... each interval within this fraction of the last one
+SIGNS = {"step_back": "the step went back", "clock_back": "the time field went back",
+         "epoch_reset": "the epoch field went back to 0", "resume_event": "a resume event",
+         "file_truncated": "the log was truncated", "file_replaced": "the log was replaced"}
+LOGGED_SIGNS = {"resume_event"}  # the others are cliffwatch's conclusions
 
 
 @dataclass
@@ -47,6 +67,9 @@ class RunContext:
     bucket_runs: np.ndarray  # per line: longest same-bucket run (micro-batches) ending there
     run_bucket: np.ndarray  # ... and its bucket id
     typical_run: float  # 99th percentile of the run's same-bucket run lengths
+    lr_name: str | None = None  # the lr column schedule.COLUMNS of lines come from
+    evals: list[dict] = field(default_factory=list)  # evaluation rows at the lines' steps
+    attempts: dict[int, str] = field(default_factory=dict)  # attempt -> reason
 
     def index(self, line_id: int) -> int:
         return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
@@ -54,31 +77,52 @@ class RunContext:
 
 def load_context(cursor, run: str) -> RunContext:
     """The whole run's context (whole-run diagnosis reads every line anyway)."""
-    table = queries.arrow(cursor, "run_batches", {"run": run})
-    lines = pd.DataFrame({name: table[name].to_numpy(zero_copy_only=False)
-                          for name in ("line_id", "step", "attempt", "epoch")})
+    table = queries.arrow(cursor, "diagnose/run_context",
+                          {"run": run, "schedule": list(SCHEDULE)})
+    lr = schedule.Schedule()
+    lines = pd.DataFrame({**{name: table[name].to_numpy(zero_copy_only=False)
+                             for name in ("line_id", "step", "attempt", "epoch")},
+                          **lr.feed(table)})
     buckets = BucketRuns()
     runs, owners = buckets.feed(table["buckets"].combine_chunks())
     return RunContext(_events(cursor, "run_events", {"run": run}), lines,
-                      steps_per_epoch(cursor, run), runs, owners, buckets.typical())
+                      steps_per_epoch(cursor, run), runs, owners, buckets.typical(), lr.name,
+                      _evals(cursor, run, *keys.INT64), _attempts(cursor, run))
 
 
-def window_context(cursor, run: str, window: pd.DataFrame) -> RunContext:
+def window_context(cursor, run: str, window: pd.DataFrame,
+                   lr_name: str | None = None) -> RunContext:
     """The context of one incident from its window alone: ``window`` holds its lines
     (line_id, step, attempt, epoch, bucket_run, run_bucket, the last two as BucketRuns.feed
     gave them); events are read for the window's steps only, so the cost does not grow with
     the run. The run-wide figures (steps_per_epoch, typical_run) are left for the caller to
-    fill in: they change as the run goes on, the window's lines and events do not."""
+    fill in: they change as the run goes on, the window's lines and events do not.
+    ``lr_name``: the column the window's schedule.COLUMNS come from."""
     params = {"run": run, "lo": int(window["step"].min()), "hi": int(window["step"].max())}
-    lines = window[["line_id", "step", "attempt", "epoch"]].reset_index(drop=True)
+    lines = window[["line_id", "step", "attempt", "epoch", *schedule.COLUMNS]].reset_index(
+        drop=True)
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
                       None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
-                      0.0)
+                      0.0, lr_name, _evals(cursor, run, params["lo"], params["hi"]),
+                      _attempts(cursor, run))
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:
     return [{"kind": k, "step": s, "elapsed_s": e, "time": t, "data": json.loads(d or "{}")}
             for k, s, e, t, d in queries.execute(cursor, query, params).fetchall()]
+
+
+def _evals(cursor, run: str, lo: int, hi: int) -> list[dict]:
+    """Evaluation rows from step lo to hi: step and the metrics logged (no bookkeeping)."""
+    table = queries.arrow(cursor, "diagnose/evals_between", {"run": run, "lo": lo, "hi": hi})
+    skip = keys.NOT_METRICS | {"kind"}
+    return [{k: v for k, v in row.items() if v is not None and (k == "step" or k not in skip)}
+            for row in table.to_pylist()]
+
+
+def _attempts(cursor, run: str) -> dict[int, str]:
+    rows = queries.execute(cursor, "diagnose/run_attempts", {"run": run}).fetchall()
+    return {int(attempt): reason for attempt, _, _, reason in rows}
 
 
 def steps_per_epoch(cursor, run: str) -> int | None:
@@ -149,24 +193,26 @@ def _linear_percentile(values: np.ndarray, cumulative: np.ndarray, q: float) -> 
     return float(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
 
 
-def attribute(incident: Incident, ctx: RunContext, stalls: list[Incident]) -> None:
-    """Fill ``incident.causes`` and ``incident.evidence``."""
+def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> None:
+    """Fill ``incident.causes`` and ``incident.evidence``. ``others``: the run's other
+    incidents found so far (its stalls and gradient-norm spikes are read)."""
     hi = ctx.index(incident.line_id)
     lo = hi - 1 if incident.kind == "stall" else ctx.index(incident.from_line_id)
     window = ctx.lines.iloc[max(lo, 0):hi + 1]
     found: dict[str, str] = {}
-    for cause, check in (("checkpoint", _checkpoint), ("resume", _resume),
-                         ("stall", _stall), ("bucket_homogeneity", _buckets),
-                         ("epoch_boundary", _epoch)):
-        if cause == "stall" and (incident.kind == "stall" or "checkpoint" in found):
+    for cause, check in CHECKS:
+        if incident.kind not in ONLY.get(cause, (incident.kind,)) or (
+                cause == "stall" == incident.kind):
             continue
-        sentence = check(incident, ctx, window, stalls)
+        if cause == "stall" and "checkpoint" in found:
+            continue
+        sentence = check(incident, ctx, window, others)
         if sentence:
             found[cause] = sentence
     if not found:
-        found["unknown"] = (f"nothing logged explains it: no checkpoint, resume, stall, epoch "
-                            f"boundary or single-bucket run in the {BEFORE} lines before step "
-                            f"{incident.step}.")
+        found["unknown"] = (f"nothing logged explains it: no checkpoint, resume, evaluation, "
+                            f"stall, learning-rate change, epoch boundary or single-bucket run "
+                            f"in the {BEFORE} lines before step {incident.step}.")
     incident.causes = [c for c in [*ORDER, "unknown"] if c in found]
     incident.evidence = [found[c] for c in incident.causes]
 
@@ -177,7 +223,7 @@ def _lines_before(window: pd.DataFrame, step: int, incident: Incident) -> str:
     return f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
 
 
-def _checkpoint(incident, ctx, window, stalls) -> str | None:
+def _checkpoint(incident, ctx, window, others) -> str | None:
     lo, hi = int(window["step"].min()), int(window["step"].max())
     if incident.kind != "stall":
         hi = incident.step - 1  # a save at the incident's own step comes after its line
@@ -191,13 +237,14 @@ def _checkpoint(incident, ctx, window, stalls) -> str | None:
     what = (f"blocked the training loop for {seconds(blocked)}"
             if isinstance(blocked, (int, float)) else "began")
     if incident.kind == "stall":
-        return (f"checkpoint at step {event['step']} {what}, inside the {seconds(incident.value)} "
-                f"gap before step {incident.step}.")
+        return sourced(f"checkpoint at step {event['step']} {what}, inside the "
+                       f"{seconds(incident.value)} gap before step {incident.step}.",
+                       *of_event(event))
     where = _lines_before(window, event["step"], incident)
-    return f"checkpoint at step {event['step']} {what}, {where}."
+    return sourced(f"checkpoint at step {event['step']} {what}, {where}.", *of_event(event))
 
 
-def _resume(incident, ctx, window, stalls) -> str | None:
+def _resume(incident, ctx, window, others) -> str | None:
     attempts = window["attempt"].to_numpy()
     changes = np.flatnonzero(attempts[1:] != attempts[:-1])
     events = [e for e in ctx.events if e["kind"] == "resume" and e["step"] is not None
@@ -206,30 +253,103 @@ def _resume(incident, ctx, window, stalls) -> str | None:
         return None
     if not len(changes):
         origin = events[-1]["data"].get("from_step", events[-1]["step"])
-        return (f"the run resumed from the checkpoint of step {origin} (resume event) just "
-                f"before step {incident.step}.")
+        return sourced(f"the run resumed from the checkpoint of step {origin} (resume event) "
+                       f"just before step {incident.step}.", *of_event(events[-1]))
     i = changes[-1] + 1
     start, prev = int(window["step"].iat[i]), int(window["step"].iat[i - 1])
     later = len(window) - 1 - i
-    return (f"attempt {int(attempts[i])} resumed at step {start} after the previous attempt "
-            f"reached step {prev}, {later} line{'s' if later != 1 else ''} before step "
-            f"{incident.step}.")
+    signs = [s for s in ctx.attempts.get(int(attempts[i]), "step_back").split("+") if s in SIGNS]
+    seen = " and ".join(SIGNS[s] for s in signs) or SIGNS["step_back"]
+    logged = bool(set(signs) & LOGGED_SIGNS)
+    return sourced(f"attempt {int(attempts[i])} resumed at step {start} after the previous "
+                   f"attempt reached step {prev} ({seen}), {later} line"
+                   f"{'s' if later != 1 else ''} before step {incident.step}.", not logged,
+                   f"attempts.reason {'+'.join(signs) or 'step_back'}")
 
 
-def _stall(incident, ctx, window, stalls) -> str | None:
+def _evaluation(incident, ctx, window, others) -> str | None:
+    """Evaluation rows at the steps of a stall's gap (from the line before it to its own)."""
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    rows = [r for r in ctx.evals if lo <= r["step"] <= hi]
+    if not rows:
+        return None
+    row = rows[-1]
+    values = ", ".join(f"{k} {v:.4g}" for k, v in row.items()
+                       if k != "step" and isinstance(v, (int, float)))
+    quoted = f" ({values})" if values else ""
+    return sourced(f"an evaluation pass at step {row['step']}{quoted} ran inside the "
+                   f"{seconds(incident.value)} gap before step {incident.step}.", False,
+                   f"evaluation row{'s' if len(rows) != 1 else ''} at step "
+                   f"{', '.join(str(r['step']) for r in rows)}")
+
+
+def _periodic(incident, ctx, window, others) -> str | None:
+    """The stall and at least PERIODIC_MIN - 1 before it, evenly spaced in steps (each
+    interval within PERIODIC_SPREAD of the last): what a save every N steps looks like."""
+    steps = sorted({s.step for s in others if s.kind == "stall" and s.line_id <= incident.line_id}
+                   | {incident.step})
+    chain = [incident.step]
+    for earlier in reversed(steps[:-1]):
+        gap = chain[-1] - earlier
+        period = chain[0] - chain[1] if len(chain) > 1 else gap
+        if gap <= 0 or abs(gap - period) > PERIODIC_SPREAD * period:
+            break
+        chain.append(earlier)
+    if len(chain) < PERIODIC_MIN:
+        return None
+    period = (chain[0] - chain[-1]) / (len(chain) - 1)
+    listed = ", ".join(f"{s:,}" for s in reversed(chain[:6]))
+    return sourced(f"one of {len(chain)} stalls in a row every ~{_round(period):,} steps "
+                   f"(steps {listed}{', ...' if len(chain) > 6 else ''}), like periodic "
+                   f"checkpoint saves.", True, "the steps of the run's stalls")
+
+
+def _round(period: float) -> int:
+    """2,000 for 1,998.5: a period to two significant digits."""
+    digits = max(0, len(str(int(period))) - 2)
+    return int(round(period, -digits))
+
+
+def _stall(incident, ctx, window, others) -> str | None:
     ids = set(window["line_id"].tolist())
-    hits = [s for s in stalls if s.line_id in ids]
+    hits = [s for s in others if s.kind == "stall" and s.line_id in ids]
     if not hits:
         return None
     stall = hits[-1]
     ratio = stall.value / stall.baseline if stall.baseline else math.inf
     later = int((window["line_id"] > stall.line_id).sum())
-    return (f"{seconds(stall.value)} passed without a log line before step {stall.step} "
-            f"({ratio:.1f}x the typical {seconds(stall.baseline)}; {stall.detail['steps']} steps "
-            f"unlogged), {later} line{'s' if later != 1 else ''} before step {incident.step}.")
+    return sourced(f"{seconds(stall.value)} passed without a log line before step {stall.step} "
+                   f"({ratio:.1f}x the typical {seconds(stall.baseline)}; "
+                   f"{stall.detail['steps']} steps unlogged), {later} line"
+                   f"{'s' if later != 1 else ''} before step {incident.step}.", True,
+                   "the gaps between the log's times")
 
 
-def _buckets(incident, ctx, window, stalls) -> str | None:
+def _learning_rate(incident, ctx, window, others) -> str | None:
+    if "lr" not in window:
+        return None
+    sentence = schedule.explain(window, incident.step, ctx.lr_name)
+    return sentence and sourced(sentence, True, f"the {ctx.lr_name} column's schedule")
+
+
+def _grad_norm(incident, ctx, window, others) -> str | None:
+    """A gradient norm's spike (a warning of its own) in the lines before a loss incident."""
+    if is_grad_norm(incident.metric):
+        return None
+    ids = set(window["line_id"].tolist())
+    hits = [s for s in others if s.kind == "spike" and is_grad_norm(s.metric)
+            and s.line_id in ids and s.line_id <= incident.line_id]
+    if not hits:
+        return None
+    spike = hits[-1]
+    ratio = f", {spike.value / spike.baseline:.0f}x its {spike.baseline:.3g}" if (
+        spike.baseline) else ""
+    return sourced(f"{spike.metric} spiked to {spike.value:.3g} at step {spike.step}{ratio}, "
+                   f"{_lines_before(window, spike.step, incident)}.", True,
+                   f"the {spike.metric} column")
+
+
+def _buckets(incident, ctx, window, others) -> str | None:
     if not len(ctx.bucket_runs):
         return None
     positions = [ctx.index(i) for i in window["line_id"]]
@@ -238,34 +358,47 @@ def _buckets(incident, ctx, window, stalls) -> str | None:
     typical = ctx.typical_run
     if length < BUCKET_RUN_MIN or length < BUCKET_RUN_TIMES_TYPICAL * typical:
         return None
-    return (f"{length} consecutive micro-batches came from length bucket "
-            f"{int(ctx.run_bucket[best])} up to step {int(ctx.lines['step'].iat[best])} "
-            f"(99th percentile of same-bucket runs in this run: {typical:.0f}).")
+    return sourced(f"{length} consecutive micro-batches came from length bucket "
+                   f"{int(ctx.run_bucket[best])} up to step {int(ctx.lines['step'].iat[best])} "
+                   f"(99th percentile of same-bucket runs in this run: {typical:.0f}).", False,
+                   "the buckets field")
 
 
-def _epoch(incident, ctx, window, stalls) -> str | None:
+def _epoch(incident, ctx, window, others) -> str | None:
     lo, hi = int(window["step"].min()), int(window["step"].max())
     for event in reversed(ctx.events):
         if event["kind"] == "epoch_start" and event["step"] is not None and (
                 lo <= event["step"] <= hi):
             epoch = event["data"].get("epoch", "?")
             where = _lines_before(window, event["step"], incident)
-            return f"epoch {epoch} began at step {event['step']} (epoch_start event), {where}."
+            return sourced(f"epoch {epoch} began at step {event['step']} (epoch_start event), "
+                           f"{where}.", *of_event(event))
     epochs = window["epoch"].to_numpy(dtype=float)
     floors = np.floor(epochs)
     crossed = np.flatnonzero(np.isfinite(floors[1:]) & (floors[1:] > floors[:-1]))
     if len(crossed):
         i = crossed[-1] + 1
         step = int(window["step"].iat[i])
-        return (f"the epoch field reached {epochs[i]:g} at step {step}, "
-                f"{_lines_before(window, step, incident)}.")
+        return sourced(f"the epoch field reached {epochs[i]:g} at step {step}, "
+                       f"{_lines_before(window, step, incident)}.", True, "the epoch field")
     per = ctx.steps_per_epoch
     # a boundary b means the epoch after it starts at step b + 1: the line at b is the old one
     if per and (lo - 1) // per != (hi - 1) // per:
         boundary = ((hi - 1) // per) * per
-        return (f"step {boundary} is an epoch boundary ({per} steps per epoch in run.json), "
-                f"{_lines_before(window, boundary, incident)}.")
+        return sourced(f"step {boundary} is an epoch boundary ({per} steps per epoch in "
+                       f"run.json), {_lines_before(window, boundary, incident)}.", True,
+                       "steps_per_epoch in run.json")
     return None
+
+
+CHECKS = (("checkpoint", _checkpoint), ("resume", _resume), ("evaluation", _evaluation),
+          ("periodic", _periodic), ("stall", _stall), ("learning_rate", _learning_rate),
+          ("bucket_homogeneity", _buckets), ("epoch_boundary", _epoch),
+          ("grad_norm", _grad_norm))
+# the kinds of incident some causes are judged for (the others: every kind); the lr and a
+# gradient norm's spike before explain a loss that rose, not a gap, a NaN or a drop
+ONLY = {"evaluation": ("stall",), "periodic": ("stall",),
+        "learning_rate": ("spike", "divergence"), "grad_norm": ("spike", "divergence")}
 
 
 def seconds(value: float) -> str:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..db import queries
 from ..ingest.parse import records_table
-from . import straggler
+from . import schedule, straggler
 from .causes import (
     BucketRuns,
     RunContext,
@@ -29,7 +29,7 @@ from .causes import (
     steps_per_epoch,
     window_context,
 )
-from .detect import BASELINE, Incident, RunDetector, Watch, severity_of
+from .detect import BASELINE, Incident, RunDetector, Watch, is_grad_norm, severity_of
 from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
@@ -61,9 +61,8 @@ def collect(found: list[Incident], into: dict[tuple, Incident]) -> None:
 def with_causes(cursor, run: str, incidents: list[Incident]) -> list[Incident]:
     if incidents:
         context = load_context(cursor, run)
-        stalls = [i for i in incidents if i.kind == "stall"]
         for incident in incidents:
-            attribute(incident, context, stalls)
+            attribute(incident, context, incidents)
     return incidents
 
 
@@ -120,11 +119,13 @@ class LiveRun:
         self.run = run
         self.detector = RunDetector(run, watch)
         self.found: dict[tuple, Incident] = {}
-        self.stalls: dict[tuple, Incident] = {}  # the stalls among found, in the same order
+        # the stalls and gradient-norm spikes among found, in the same order: causes read them
+        self.stalls: dict[tuple, Incident] = {}
         self.windows: dict[tuple, pd.DataFrame] = {}  # incident -> its lines (they never change)
         self.spans: dict[tuple, tuple[int, int]] = {}  # ... and their first and last step
         self.contexts: dict[tuple, RunContext] = {}  # ... and the context read for them
         self.buckets = BucketRuns()
+        self.schedule = schedule.Schedule()
         self.recent: dict[str, np.ndarray] = {}  # the last TAIL lines, column by column
         self.last_line = -1
 
@@ -136,6 +137,7 @@ class LiveRun:
         runs, owners = self.buckets.feed(table["buckets"].combine_chunks())
         lines = {name: table[name].to_numpy(zero_copy_only=False) for name in LINE_COLUMNS}
         lines["bucket_run"], lines["run_bucket"] = runs, owners
+        lines.update(self.schedule.feed(table))
         if self.recent:
             lines = {name: np.concatenate([self.recent[name], lines[name]]) for name in lines}
         changed = {i.key: i for i in self.detector.feed(frame)}
@@ -144,7 +146,7 @@ class LiveRun:
                 self.windows[key] = window = _window(lines, incident)
                 if window is not None:
                     self.spans[key] = (int(window["step"].min()), int(window["step"].max()))
-            if incident.kind == "stall":
+            if incident.kind == "stall" or is_grad_norm(incident.metric):
                 self.stalls[key] = incident
         self.recent = {name: column[-self.TAIL:] for name, column in lines.items()}
         self.found.update(changed)
@@ -170,7 +172,7 @@ class LiveRun:
                 continue
             context = self.contexts.get(incident.key)
             if context is None or incident.key in fresh:
-                context = window_context(cursor, self.run, window)
+                context = window_context(cursor, self.run, window, self.schedule.name)
                 self.contexts[incident.key] = context
             attribute(incident, replace(context, steps_per_epoch=per_epoch,
                                         typical_run=typical), stalls)

@@ -18,6 +18,7 @@ from .causes import seconds
 from .coverage import Look, Unread
 from .detect import Incident, severity_of
 from .diagnosis import severity
+from .evidence import split
 
 UNREAD_EXIT = 3  # diagnose's exit status when a log of a run it reports on was not read
 KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
@@ -40,7 +41,8 @@ def text(incidents: list[dict], scope: str) -> str:
         lines.append(f"   Likely cause{'s' if len(incident['causes']) > 1 else ''}: "
                      f"{', '.join(incident['causes'])}.")
         for cause, sentence in zip(incident["causes"], incident["evidence"], strict=True):
-            lines.append(f"   - {cause}: {sentence}")
+            source, sentence = split(sentence)  # "(logged: events.jsonl)" goes by the cause
+            lines.append(f"   - {cause}{f' ({source})' if source else ''}: {sentence}")
         lines.append("")
     return "\n".join(lines)
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
-from tests.conftest import run_cli
+from app.read import runs
+from tests.app.test_ingest_bad_input import ingest
+from tests.conftest import SHARED, needs_realdata, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "unread"
 UNREAD_EXIT = 3  # docs: diagnose's exit status when a log of a run reported on was not read
@@ -84,3 +87,35 @@ def test_an_unknown_run_says_which_runs_exist(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "demo is not a folder" in done.stderr
     assert "runs in" in done.stderr and "mixed, untimed" in done.stderr
+
+
+def states(logs: Path, idle_after: float = 300.0) -> tuple[dict, dict]:
+    """Each run's state on the Runs page now, and once its log has not grown for
+    ``idle_after`` seconds."""
+    with ingest(logs) as mon:
+        mon.tailer.catch_up()
+        cursor, now = mon.db.cursor(), time.time()
+
+        def at(when: float) -> dict[str, str]:
+            table = runs.page(cursor, runs.Ask(limit=None), when, idle_after=idle_after).table
+            return dict(zip(table["run"], table["state"], strict=True))
+
+        return at(now), at(now + idle_after + 1)
+
+
+def test_runs_that_reached_their_planned_total_end_finished(tmp_path):
+    """A Trainer checkpoint's state at max_steps, a LLaMA-Factory log at total_steps with no
+    closing line: finished; a LLaMA-Factory log cut at 20 of 30: live, then idle."""
+    for name in ("hf-at-max", "lf-at-total", "lf-cut"):
+        copied(tmp_path, name)
+    _, later = states(tmp_path / "logs")
+    assert later == {"hf-at-max": "finished", "lf-at-total": "finished", "lf-cut": "idle"}
+
+
+@needs_realdata
+def test_a_megatron_run_killed_before_its_total_is_idle_never_finished(tmp_path):
+    for name in ("megatron-lm-llama1b-killed", "megatron-ds-qwen7b"):  # 344 of 500; 500/500
+        shutil.copytree(SHARED / "realdata" / name, tmp_path / "logs" / name)
+    now, later = states(tmp_path / "logs")
+    assert now["megatron-lm-llama1b-killed"] != "finished"
+    assert later == {"megatron-lm-llama1b-killed": "idle", "megatron-ds-qwen7b": "finished"}

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 
 from ...keys import EPOCH, STEP
 from ..parse import LONE_SURROGATE, excerpt, first_line, without_surrogates
-from . import EVENT, SUMMARY, TRAIN, Problem, Record
-from .keys import normalise, planned_end
+from . import EVENT, SUMMARY, Problem, Record
+from .keys import normalise, planned_record
 
 HISTORY = "log_history"
 SAVE_STEPS = "save_steps"  # the Trainer saves a checkpoint at every multiple of it
@@ -419,6 +419,8 @@ class _Reading:
             self._records(out, offset, value, ok, notes)
             self.last_end, self.last_step = end, _step_of(value) if ok else None
         self.stored += len(batch)
+        if done and (end := planned_record(out.records, self.max_steps)):
+            out.records.append(end)  # the last entry is at max_steps: training ended
         if self.last_end is not None:
             at = self.last_end - self.array
             out.resume = Resume(at, _digest(self.source, self.array, self.last_end), self.epoch,
@@ -461,8 +463,6 @@ class _Reading:
         if saved is not None and saved < result.data[STEP] and result.kind != SUMMARY:
             out.records.append(_save(offset, saved, self.save_steps))  # before this entry
         out.records.append(Record(offset, result.kind, result.data))
-        if result.kind == TRAIN and (end := planned_end(result.data[STEP], self.max_steps)):
-            out.records.append(Record(offset, SUMMARY, end))  # at max_steps: training ended
         if saved == result.data[STEP] and result.kind != SUMMARY:
             out.records.append(_save(offset, saved, self.save_steps))  # after its own line
         return None

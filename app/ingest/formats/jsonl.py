@@ -11,7 +11,7 @@ each call says so in one ``info`` problem apiece, which a caller keeps once per 
 from __future__ import annotations
 
 from ..parse import BOM, MAX_LINE, decode, excerpt
-from . import EVENT, Problem, Record
+from . import EVENT, SUMMARY, Problem, Record
 from .keymap import KeyMap
 from .keys import normalise
 
@@ -41,6 +41,8 @@ def parse(data: bytes, base: int, keymap: KeyMap | None = None
         records.append(Record(offset, result.kind, result.data))
         if result.boundary is not None:
             records.append(Record(offset, EVENT, result.boundary))
+        if result.planned is not None:  # the line at its planned total: training ended
+            records.append(Record(offset, SUMMARY, result.planned))
     if no_step:
         problems.append(Problem(no_step[0], "info", f"{len(no_step)} line(s) have no step-like "
                                 "key (step, global_step, current_steps, iter, ...); skipped"))

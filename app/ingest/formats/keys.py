@@ -27,7 +27,7 @@ from datetime import datetime
 
 from ...keys import BUCKETS, ELAPSED_S, EPOCH, SPECIAL, STEP, TIME
 from ...keys import EVENT as EVENT_KEY
-from . import EVAL, EVENT, SUMMARY, TRAIN
+from . import EVAL, EVENT, SUMMARY, TRAIN, Record
 from .keymap import KeyMap
 
 # wandb's own ``_step`` comes last: it counts log calls, a trainer's step is better when given
@@ -54,6 +54,7 @@ class Normalised:
     data: dict  # the v1 dict
     boundary: dict | None = None  # the epoch_start event a per-epoch summary row implies
     dropped: tuple[str, ...] = ()  # keys not read (strings, lists, METADATA)
+    planned: dict | None = None  # the summary row of a training line at its planned total
 
 
 def normalise(obj: dict, keymap: KeyMap | None = None) -> tuple[Normalised | None, str]:
@@ -103,12 +104,14 @@ def normalise(obj: dict, keymap: KeyMap | None = None) -> tuple[Normalised | Non
     for key, name in extra.rename.items():
         if key in data and name not in data:
             data[name] = data.pop(key)
-    kind, boundary = kind_of(data), None
+    kind, boundary, planned = kind_of(data), None, None
     if kind == TRAIN and _closing(obj, data):
         kind = SUMMARY
     elif kind == SUMMARY:
         boundary = _boundary(data)
-    return Normalised(kind, data, boundary, tuple(dropped)), ""
+    elif kind == TRAIN:
+        planned = planned_end(data[STEP], obj.get("total_steps", obj.get("max_steps")))
+    return Normalised(kind, data, boundary, tuple(dropped), planned), ""
 
 
 def _first(mapped: str | None, aliases: tuple[str, ...]) -> tuple[str, ...]:
@@ -175,6 +178,26 @@ def kind_of(data: dict) -> str:
     if evals and EPOCH in data and any(_TRAIN_KEY.match(k) for k in metrics):
         return SUMMARY
     return TRAIN
+
+
+def planned_end(step: object, total: object) -> dict | None:
+    """The summary row ``{"step": N, "planned_steps": M}`` of a training line at step N of a
+    planned total M (LLaMA-Factory's ``total_steps``, the Trainer's ``max_steps``, a text log's
+    ``N/M``) once N reaches M: the log's end of training, so ``run_status`` says completed
+    (issue 19: runs of other trainers end; one killed at 344 of 500 stays running, then idle).
+    None before the total, or with no total."""
+    if type(step) is int and type(total) is int and 0 < total <= step:
+        return {STEP: step, "planned_steps": total}
+    return None
+
+
+def planned_record(records: list[Record], total: object) -> Record | None:
+    """The summary Record of a file read whose last row is a training step at its planned
+    total ``total`` with no end-of-training row after it (a checkpoint's trainer_state.json
+    at max_steps, a file cut after its last step), or None."""
+    last = next((r for r in reversed(records) if r.kind != EVENT), None)
+    end = planned_end(last.data.get(STEP), total) if last and last.kind == TRAIN else None
+    return Record(last.offset, SUMMARY, end) if end else None
 
 
 def _closing(obj: dict, data: dict) -> bool:
