@@ -75,7 +75,7 @@ class Engine:
             self._lines(cursor, batch, silences, look.changed)
             since = self._incidents(cursor, batch, silences)
             self._stalls(cursor, batch, silences, look.live)
-            self._timers(batch, silences)
+            self._timers(cursor, batch, silences)
             queued = batch.commit(cursor, self.target_ids)
             cursor.commit()
         except BaseException:
@@ -226,7 +226,7 @@ class Engine:
                 stall.judge(batch, rule, quiet, budget, silences)
 
     # -- timers ------------------------------------------------------------------------
-    def _timers(self, batch: Batch, silences) -> None:
+    def _timers(self, cursor, batch: Batch, silences) -> None:
         """Pending `for` durations, incidents that stopped growing, repeats."""
         keys = self.active | {k for k, st in batch.dirty.items() if st.state in ACTIVE}
         for key in sorted(keys):
@@ -240,7 +240,20 @@ class Engine:
                                                            "value": st.value}
                 lifecycle.fire(batch, rule, st, dict(facts), silences)
             elif st.state == "firing" and rule.type == "incident":
-                incidents.settle(batch, rule, st, silences)
+                incidents.settle(batch, rule, st, silences,
+                                 lambda run, metric: latest_value(cursor, run, metric))
             st = batch.peek(key)
             if st.state == "firing":
                 lifecycle.repeat(batch, rule, st, silences)
+
+
+def latest_value(cursor, run: str, metric: str) -> float | None:
+    """The newest finite value of a run's metric; None where no log has such a column (a
+    stall's gap) or it has no finite value."""
+    known = {f.name for f in queries.arrow_small(cursor, "read/tiles_columns").schema}
+    if metric not in known:
+        return None
+    rows = queries.execute(cursor, "alerts/engine_trailing_values",
+                           {"run": run, "before": 2**62, "n": 1},
+                           identifiers={"column": metric}).fetchall()
+    return float(rows[0][0]) if rows else None

@@ -2,8 +2,12 @@
 listed kinds fires, carrying its causes and evidence sentences.
 
 State per (rule, run, "KIND:METRIC@STEP"): one per incident, fired once. Diagnosis grows an
-incident's episode while it lasts; the alert resolves once the incident has not grown for
-``QUIET_S`` seconds (the table does not say when an episode is over).
+incident's episode while it lasts; once the incident has not grown for ``QUIET_S`` seconds
+(the table does not say when an episode is over) a spike, divergence or cliff resolves only if
+its metric's newest value is back near its baseline (``BACK_SHARE`` of the way from the worst
+point). Otherwise it stays firing, and one message says it stopped getting worse and where it
+stands ("still 0.0007 against 0.1608 before"); it resolves when the metric comes back (looked
+at once every ``QUIET_S``). The other kinds (a stall, a NaN) are over once they stop growing.
 
 An incident's ``value`` is its episode's worst (the top of a spike, the bottom of a cliff),
 logged at ``worst_step``; ``step`` is the episode's first line, the one the alert is keyed on.
@@ -14,14 +18,22 @@ the whole episode (webhook.link reads ``end_step``).
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..db import queries
 from . import lifecycle
 from .rules import Rule
 from .state import Batch
+from .webhook import number, unit
 
 QUIET_S = 60.0
+GAP = "gap_s"  # the one name of the seconds between two lines (issue 20, item 16)
+# kinds whose metric has a way back to its baseline, and how much of the way from the worst
+# point makes it "back": a cliff from 0.16 to 0.0007 is back at 0.13, not at 0.05
+RECOVERS = ("spike", "divergence", "cliff")
+BACK_SHARE = 0.8
+Latest = Callable[[str, str], "float | None"]  # (run, metric) -> its newest finite value
 
 
 @dataclass(frozen=True)
@@ -81,13 +93,13 @@ def fire_if_ready(batch: Batch, rule: Rule, st, found: Found, silences) -> None:
 
 def facts(found: Found) -> dict:
     first = f"; likely cause: {found.causes[0]}" if found.causes else ""
-    where = f"{found.kind} in {found.metric} at step {found.step}" + (
+    where = f"{_subject(found.kind, found.metric)} at step {found.step}" + (
         f" (through {found.end_step})" if found.end_step not in (None, found.step) else "")
     summary = (f"{where}: {worst(found.kind, found.value, found.worst_step, found.step)} "
-               f"against a typical {found.baseline:.4g}{first}"
+               f"against a typical {number(found.baseline, _unit(found.kind))}{first}"
                if found.value is not None and found.baseline is not None
                else f"{where}{first}")
-    return {"metric": found.metric, "step": found.step, "value": found.value,
+    return {"metric": shown_metric(found.metric), "step": found.step, "value": found.value,
             "typical": found.baseline, "causes": found.causes, "evidence": found.evidence,
             "summary": summary, "incident": found.kind, "end_step": found.end_step,
             "worst_step": found.step if found.worst_step is None else found.worst_step}
@@ -96,27 +108,90 @@ def facts(found: Found) -> dict:
 def worst(kind: str, value: float, worst_step: int | None, step: int) -> str:
     """The episode's worst value, named and placed: ``peak 13 at step 2029`` (the step left
     out where it is the first line's, which the sentence already names)."""
-    name = {"spike": "peak ", "divergence": "peak ", "cliff": "bottom "}.get(kind, "")
+    name = {"spike": "peak ", "divergence": "peak ", "cliff": "bottom ",
+            "stall": "gap "}.get(kind, "")
     at = "" if worst_step in (None, step) else f" at step {worst_step}"
-    return f"{name}{value:.4g}{at}"
+    return f"{name}{number(value, _unit(kind))}{at}"
 
 
-def settle(batch: Batch, rule: Rule, st, silences) -> None:
-    """Timer: an incident that stopped growing is over."""
-    if st.state == "firing" and batch.now - st.detail.get("grown_time", 0) >= QUIET_S:
-        st = batch.get(st.key)
-        lifecycle.clear(batch, rule, st, over(st.detail), silences)
+def shown_metric(metric: str | None) -> str | None:
+    """The name a message gives an incident's metric: a stall's is the gap between lines,
+    ``gap_s`` as the Run page and the SQL views call it (diagnosis stores ``interval_s``)."""
+    return GAP if metric == "interval_s" else metric
 
 
-def over(detail: dict) -> dict:
-    """The resolved message's facts, in the words of the firing one (the state's own metric
-    field is the incident's key, `spike:loss@2029`, which is no name for a reader)."""
-    first = detail.get("pending_facts") or {}
-    end = detail.get("end_step")
-    kind, metric = first.get("incident", "incident"), first.get("metric")
-    what = f"{kind} in {metric} at step {first.get('step')}"
+def _subject(kind: str, metric: str | None) -> str:
+    """``cliff in accuracy``; a stall is no stall "in gap_s"."""
+    return kind if kind == "stall" or not metric else f"{kind} in {metric}"
+
+
+def _unit(kind: str) -> str:
+    return unit({"incident": kind})
+
+
+def settle(batch: Batch, rule: Rule, st, silences, latest: Latest) -> None:
+    """Timer: an incident that stopped growing is over, if its metric came back (``latest``
+    reads the metric's newest value: asked at most once every QUIET_S per incident)."""
+    if st.state != "firing" or batch.now - st.detail.get("grown_time", 0) < QUIET_S:
+        return
+    first = st.detail.get("pending_facts") or {}
+    if first.get("incident") not in RECOVERS:
+        lifecycle.clear(batch, rule, batch.get(st.key), over(st.detail), silences)
+        return
+    if batch.now - st.detail.get("checked_time", -QUIET_S) < QUIET_S:
+        return
+    value = latest(st.run, first.get("metric") or "")
+    if value is None or back(first, value):  # None: no value to judge by, as before
+        lifecycle.clear(batch, rule, batch.get(st.key), over(st.detail, value), silences)
+        return
+    st = batch.get(st.key)
+    told = "checked_time" in st.detail
+    st.detail["checked_time"] = batch.now
+    if not told:
+        lifecycle.update(batch, rule, st, stuck(st.detail, value), silences)
+
+
+def back(first: dict, value: float) -> bool:
+    """Is ``value`` back near the incident's baseline (BACK_SHARE of the way from its worst)?"""
+    baseline, worst_value = first.get("typical"), first.get("value")
+    if not all(isinstance(v, (int, float)) for v in (baseline, worst_value)):
+        return True  # nothing to measure the way back by
+    return abs(value - baseline) <= (1 - BACK_SHARE) * abs(worst_value - baseline)
+
+
+def _what(first: dict) -> str:
+    return f"{_subject(first.get('incident', 'incident'), first.get('metric'))} at step " \
+           f"{first.get('step')}"
+
+
+def _worst_text(first: dict) -> str:
+    """``bottom 0.0007 at step 4495``, or "" without a worst value."""
     value, step = first.get("value"), first.get("step")
-    at = (f"; {worst(kind, value, first.get('worst_step'), step)}"
-          if isinstance(value, (int, float)) and step is not None else "")
-    return {"step": end, "metric": first.get("metric"),
-            "summary": f"{what} is over (last grew at step {end}{at})"}
+    if not isinstance(value, (int, float)) or step is None:
+        return ""
+    return worst(first.get("incident", ""), value, first.get("worst_step"), step)
+
+
+def stuck(detail: dict, value: float) -> dict:
+    """Facts of the message that says an incident stopped getting worse but is not over."""
+    first = detail.get("pending_facts") or {}
+    end, seconds, low = detail.get("end_step"), _unit(first.get("incident", "")), \
+        _worst_text(first)
+    summary = (f"{_what(first)} stopped getting worse at step {end} but has not recovered: "
+               f"still {number(value, seconds)} against {number(first.get('typical'), seconds)} "
+               f"before" + (f" ({low})" if low else ""))
+    return {**first, "value": value, "summary": summary}
+
+
+def over(detail: dict, value: float | None = None) -> dict:
+    """The resolved message's facts, in the words of the firing one (the state's own metric
+    field is the incident's key, `spike:loss@2029`, which is no name for a reader), with the
+    metric's newest value where it was looked at."""
+    first = detail.get("pending_facts") or {}
+    end, kind = detail.get("end_step"), first.get("incident", "")
+    now = ("" if value is None else
+           f": back to {number(value, _unit(kind))} against "
+           f"{number(first.get('typical'), _unit(kind))} before")
+    return {"step": end, "metric": first.get("metric"), "incident": first.get("incident"),
+            "summary": f"{_what(first)} is over{now} (last grew at step {end}"
+                       + (f"; {_worst_text(first)})" if _worst_text(first) else ")")}

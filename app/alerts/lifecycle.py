@@ -76,6 +76,15 @@ def repeat(batch: Batch, rule, st: AlertState, silences: list[Silence]) -> None:
     _notify(batch, rule, st, "repeat", facts, silences)
 
 
+def update(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
+    """News of a firing state that changes no state (an incident stopped getting worse but
+    has not recovered): a `repeat` notification with its own summary, which later repeats
+    quote."""
+    st.repeats += 1
+    st.detail["facts"] = dict(st.detail.get("facts") or {}, summary=facts.get("summary", ""))
+    _notify(batch, rule, st, "repeat", facts, silences)
+
+
 def _notify(batch: Batch, rule, st: AlertState, kind: str, facts: dict,
             silences: list[Silence], keep: bool = False) -> None:
     muted = keep or silenced(silences, st.rule, st.run)

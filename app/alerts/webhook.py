@@ -5,7 +5,7 @@ notification's facts (docs/alerts.md)::
     text_line(facts) -> "[CRITICAL] nan-loss on demo: loss is NaN at step 30"
     slack_payload(facts, key, link) -> {"text": "[CRITICAL] nan-loss on demo: ...",
         "blocks": [{"type": "header", "text": {"type": "plain_text",
-                                               "text": "CRITICAL: nan-loss"}},
+                                  "text": "CRITICAL: NaN or inf in loss on demo · rule nan-loss"}},
                    {"type": "section", "text": ..., "fields": [Run, Metric, Value, Typical,
                                                                Step, Causes, Evidence]},
                    {"type": "section",
@@ -83,17 +83,34 @@ def link(base_url: str, facts: dict) -> str | None:
     return f"{base_url.rstrip('/')}/run?{urlencode(params)}"
 
 
-def number(value) -> str:
-    """A value as people read it: 6 significant digits, NaN and inf spelled out."""
+FIGURES = 4  # significant figures of every number a message shows (13.03, 0.7392, 167.2 s)
+# the rule types and incident kinds whose value is seconds (a stall's silence, the gap)
+SECONDS = ("stall",)
+
+
+def number(value, unit: str = "") -> str:
+    """A value as people read it: FIGURES significant figures (no exponent from 10,000 up to
+    10^15: a 12345 s silence is "12345 s"), its unit after it, NaN and inf spelled out."""
     if value is None:
         return "-"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return f"{value:.6g}"
-    return str(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    text = (str(value) if isinstance(value, int)
+            else f"{value:.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.{FIGURES}g}")
+    return f"{text} {unit}" if unit else text
+
+
+def unit(facts: dict) -> str:
+    """The unit of a notification's value and typical value: "s" for a stall (the rule or the
+    incident) and a metric named ``*_s``, else none (a loss has no unit)."""
+    metric = str(facts.get("metric") or "")
+    if facts.get("type") in SECONDS or facts.get("incident") in SECONDS or metric.endswith("_s"):
+        return "s"
+    return ""
 
 
 def _cut(text: str, limit: int) -> str:
@@ -138,13 +155,35 @@ def generic_payload(facts: dict, key: str, link_url: str | None) -> dict:
     return {"idempotency_key": key, "text": text_line(facts),
             "resolved": facts.get("kind") == "resolved",
             **{name: facts.get(name) for name in names},
-            "value_text": number(facts.get("value")), "link": link_url}
+            "value_text": number(facts.get("value"), unit(facts)), "link": link_url}
 
 
 def header(facts: dict) -> str:
-    severity, rule = str(facts.get("severity") or "info").upper(), facts.get("rule") or "?"
-    return {"resolved": f"RESOLVED: {rule}", "repeat": f"Still firing - {severity}: {rule}",
-            "test": "cliffwatch test message"}.get(facts.get("kind"), f"{severity}: {rule}")
+    """What happened, to which run: ``WARNING: cliff in accuracy on demo-20261201-004400``
+    (the rule's name after it where it says more than the kind: ``· rule loss-high``)."""
+    severity = str(facts.get("severity") or "info").upper()
+    kind = facts.get("kind")
+    if kind == "test":
+        return "cliffwatch test message"
+    what = subject(facts) + (f" on {facts['run']}" if facts.get("run") else "")
+    rule = facts.get("rule") or "?"
+    if rule not in (facts.get("type"), facts.get("incident")):
+        what += f" · rule {rule}"
+    return {"resolved": f"RESOLVED: {what}",
+            "repeat": f"Still firing - {severity}: {what}"}.get(kind, f"{severity}: {what}")
+
+
+def subject(facts: dict) -> str:
+    """The kind and the metric: ``cliff in accuracy``, ``NaN or inf in loss``, ``stall``."""
+    metric, kind = facts.get("metric"), facts.get("incident")
+    if kind:
+        return kind if kind in SECONDS or not metric else f"{kind} in {metric}"
+    rule_type = facts.get("type")
+    if rule_type == "nonfinite":
+        return f"NaN or inf in {metric}" if metric else "NaN or inf"
+    if rule_type == "stall" or not metric:
+        return str(rule_type or facts.get("rule") or "alert")
+    return f"{rule_type} on {metric}"
 
 
 def fields(facts: dict) -> list[tuple[str, str]]:
@@ -153,9 +192,10 @@ def fields(facts: dict) -> list[tuple[str, str]]:
     if facts.get("value") is not None or facts.get("metric"):
         # an incident's value is its worst point, which need not be at its first step
         at = facts.get("worst_step")
-        shown.append(("Value", number(facts.get("value")) + (
+        shown.append(("Value", number(facts.get("value"), unit(facts)) + (
             f" at step {at}" if at is not None and at != facts.get("step") else "")))
-    shown += [("Typical value", _typical(facts.get("typical"))), ("Step", facts.get("step"))]
+    shown += [("Typical value", _typical(facts.get("typical"), unit(facts))),
+              ("Step", facts.get("step"))]
     checkpoint = facts.get("checkpoint")
     if isinstance(checkpoint, dict) and checkpoint.get("step") is not None:
         path = f" ({checkpoint['path']})" if checkpoint.get("path") else ""
@@ -165,9 +205,9 @@ def fields(facts: dict) -> list[tuple[str, str]]:
     return [(name, str(value)) for name, value in shown if value not in (None, "", "-")]
 
 
-def _typical(value) -> str | None:
+def _typical(value, unit_text: str = "") -> str | None:
     if value is None or isinstance(value, (int, float)):
-        return None if value is None else number(value)
+        return None if value is None else number(value, unit_text)
     return str(value)
 
 

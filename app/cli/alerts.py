@@ -86,7 +86,7 @@ def unsilence(logdir, db, settings, ident: int) -> int:
 def send_test(logdir, db, settings) -> int:
     server = Server(logdir, db, settings, "a test message")
     # the server waits up to its webhook timeout + 2 s for each answer
-    sent = server.call("POST", "/api/alerts/test", timeout=None)
+    sent = server.call("POST", "/api/alerts/test", {"from": COMMAND}, timeout=None)
     for result in sent["results"]:
         print(f"{result['label']}: {result_text(result)}")
     return 0 if all(r["status"] == "sent" for r in sent["results"]) else 1

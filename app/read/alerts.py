@@ -126,14 +126,26 @@ def unsilence(state, ident: int) -> dict:
     raise CliffwatchError(f"silence {ident} has already ended", status=409)
 
 
-def send_test(state, key: str | None = None) -> int:
+# where a test message was asked for, as its text says it ("sent from the dashboard's ..."):
+# the keys are what POST /api/alerts/test takes as "from"
+SENT_FROM = {"dashboard": "the dashboard's Send test message button (Alerts page)",
+             "cliffwatch": "`cliffwatch alerts test`",
+             "python -m app": "`python -m app alerts test`",
+             "api": "a POST to /api/alerts/test"}
+
+
+def send_test(state, key: str | None = None, origin: str = "dashboard") -> int:
     """Queue a test message to every webhook and wake the delivery worker: its notification
-    id (``test_results`` follows it)."""
+    id (``test_results`` follows it). ``origin``: a key of SENT_FROM."""
+    if origin not in SENT_FROM:
+        raise CliffwatchError(f"a test message's \"from\" is one of {', '.join(SENT_FROM)}; "
+                              f"got {origin!r}", status=400)
     delivery = getattr(state, "delivery", None)
     if delivery is None:
         raise CliffwatchError("this server does not deliver alerts yet (still starting?); "
                               "try again in a moment", status=503)
-    nid = queue_test(state, [t.id for t in delivery.targets], key or f"test-{uuid.uuid4().hex}")
+    nid = queue_test(state, [t.id for t in delivery.targets], key or f"test-{uuid.uuid4().hex}",
+                     SENT_FROM[origin])
     delivery.poke()
     return nid
 
@@ -146,13 +158,13 @@ def test_results(state, nid: int) -> list[dict]:
             for r in rows(state, "alerts/api_test_results", {"notification_id": nid})]
 
 
-def queue_test(state, target_ids: list[str], key: str) -> int:
+def queue_test(state, target_ids: list[str], key: str, sent_from: str) -> int:
     """A `test` notification and one outbox row per target, in one transaction."""
     now = time.time()
     facts = {"rule": "test", "type": "test", "severity": "info", "kind": "test", "run": None,
              "metric": None, "value": None, "typical": None, "step": None, "time": now,
              "causes": [], "evidence": [], "checkpoint": None,
-             "summary": f"sent by `{COMMAND} alerts test`; this webhook works"}
+             "summary": f"sent from {sent_from}; this webhook works"}
     cur = state.monitor.db.cursor()
     cur.begin()
     try:

@@ -7,8 +7,9 @@ the Alerts page::
     POST /api/alerts/silences             {"rule": "stall*", "run": "gpt-*", "for": "2h",
                                            "comment": "known"} -> {"id": 3, "until": 1767.0, ...}
     POST /api/alerts/silences/3/end       (or DELETE /api/alerts/silences/3) -> {"id": 3, ...}
-    POST /api/alerts/test                 -> {"results": [{"label": "https://hooks.slack.com/
-                                              services/T…/…", "status": "sent", ...}]}
+    POST /api/alerts/test                 {"from": "cliffwatch"} (optional: who asked, as
+                                          the message says) -> {"results": [{"label":
+                                          "https://hooks.slack.com/services/T…/…", ...}]}
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from ..state import current
 from .endpoint import body, guarded, reply, threaded
 
 POLL_S = 0.1
+TEST_HELP = ('the body is empty or a JSON object such as {"from": "cliffwatch"}; "from" is one '
+             f"of {', '.join(reads.SENT_FROM)}")
 
 
 @guarded
@@ -49,10 +52,10 @@ async def end_silence(request: Request) -> Response:
 
 @guarded
 async def send_test(request: Request) -> Response:
-    await body(request)  # nothing to read; drained so the size cap still applies
+    asked = _object(await body(request), TEST_HELP)
     state = current()
     key = f"test-{uuid.uuid4().hex}"
-    nid = await threaded(reads.send_test, state, key)
+    nid = await threaded(reads.send_test, state, key, asked.get("from", "api"))
     deadline = time.monotonic() + state.settings.webhook_timeout + 2
     while True:
         results = await threaded(reads.test_results, state, nid)

@@ -223,7 +223,7 @@ def test_slack_payload_keeps_within_slack_limits():
     payload = webhook.slack_payload(long, "key1", "http://h:1/run?run=demo&from=1&to=201")
     header, section = payload["blocks"][0], payload["blocks"][1]
     assert header["type"] == "header" and len(header["text"]["text"]) <= 150
-    assert header["text"]["text"].startswith("CRITICAL: rrr")
+    assert header["text"]["text"].startswith("CRITICAL: threshold on loss on demo · rule rrr")
     assert len(section["fields"]) <= 10
     assert all(len(f["text"]) <= 2000 for f in section["fields"])
     names = [f["text"].split("\n")[0] for f in section["fields"]]
