@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from .. import keys
+from ..ingest.writers import Writers, intervals
 
 # The rules below are the one definition: queries/spikes.sql, cliffs.sql and divergences.sql
 # receive them as parameters (SQL_PARAMS; their headers document the same defaults, which a
@@ -88,7 +89,10 @@ LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0,
 PRIVATE = "\x00"
 CLOCK = PRIVATE + "clock"  # seconds, line by line (load.py fills it)
 NONFINITE = PRIVATE + "nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
-NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
+INTERVAL = PRIVATE + "interval"  # seconds since the line before of the same writer (feed)
+NOT_METRICS = keys.NOT_METRICS | {CLOCK, INTERVAL}  # frame columns that are no metric
+TWO_WRITERS = "two_writers"  # a finding, not an incident of a metric: two processes print
+# the log (ingest/writers.py), so its intervals are read per process
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
 SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
     "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN,
@@ -143,6 +147,8 @@ def is_grad_norm(metric: str) -> bool:
 def severity_of(kind: str, metric: str) -> str:
     """"warning" for a gradient norm's spike (the loss, judged on its own, says whether it did
     harm), "critical" for every other incident."""
+    if kind == TWO_WRITERS:
+        return "info"
     return "warning" if kind == "spike" and is_grad_norm(metric) else "critical"
 
 
@@ -351,14 +357,16 @@ class RunDetector:
         self.latest: dict[str, Incident] = {}  # per gradient norm, its last spike (BURST)
         # per diverging metric, its best and worst finite value before the divergence frontier
         self.extremes: dict[str, tuple[float, float]] = {}
+        self.writers = Writers()  # who printed the lines so far (ingest/writers.py)
 
     def feed(self, batch: pd.DataFrame) -> list[Incident]:
         """Judge the new lines; returns incidents found or grown by them."""
         if batch.empty:
             return []
+        batch, two = self._writers(batch)
         self.frame = pd.concat([self.frame, batch], ignore_index=True)
         n = self.base + len(self.frame)
-        changed = self._grow_open(n)
+        changed = self._grow_open(n) + self._two_writers(two)
         changed += self._stalls(n)
         for metric in self._metrics():
             kind = self.watch.kind_of(metric)
@@ -425,14 +433,36 @@ class RunDetector:
 
     # ---- stalls -----------------------------------------------------------------------------
 
+    def _writers(self, batch: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
+        """The batch with each line's interval on its own writer's clock (two processes may
+        print one log, each with its own clock: an interval across them is no interval), and
+        the line where two writers were first seen, if in this batch."""
+        clock = (batch[CLOCK].to_numpy(dtype=float) if CLOCK in batch
+                 else np.full(len(batch), np.nan))
+        dt, two = intervals(self.writers, batch["step"].to_numpy(), clock)
+        start = self.base + len(self.frame)
+        return batch.assign(**{INTERVAL: dt}), None if two is None else start + two
+
+    def _two_writers(self, line: int | None) -> list[Incident]:
+        """Said once per run: what explains its repeated steps, and why its intervals are read
+        per process."""
+        if line is None:
+            return []
+        step = self._step(line)
+        said = (f"two processes write this log: from step {step} on its steps come twice, each "
+                "copy with its own clock (two ranks printing, or a relaunch while the old "
+                "process still ran); intervals are judged per process and a repeated step "
+                "starts no attempt (inferred: the steps and clocks of its lines)")
+        return [Incident(self.run, TWO_WRITERS, "step", step, step, 2.0, None,
+                         causes=[TWO_WRITERS], evidence=[said], **self._context(line))]
+
     def _stalls(self, n: int) -> list[Incident]:
         if CLOCK not in self.frame or self.frame[CLOCK].isna().all():
             return []
-        t = self.frame[CLOCK].to_numpy(dtype=float)
         attempt = self.frame["attempt"].to_numpy()
         steps = self.frame["step"].to_numpy(dtype=float)
         same = np.concatenate([[False], attempt[1:] == attempt[:-1]])
-        dt = np.where(same, np.diff(t, prepend=np.nan), np.nan)
+        dt = np.where(same, self.frame[INTERVAL].to_numpy(dtype=float), np.nan)
         dsteps = np.where(same, np.diff(steps, prepend=np.nan), np.nan)
         typical = trailing_median(dt)
         with np.errstate(invalid="ignore"):

@@ -29,7 +29,7 @@ from .causes import (
     steps_per_epoch,
     window_context,
 )
-from .detect import BASELINE, Incident, RunDetector, Watch, is_grad_norm, severity_of
+from .detect import BASELINE, TWO_WRITERS, Incident, RunDetector, Watch, is_grad_norm, severity_of
 from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
@@ -62,7 +62,8 @@ def with_causes(cursor, run: str, incidents: list[Incident]) -> list[Incident]:
     if incidents:
         context = load_context(cursor, run)
         for incident in incidents:
-            attribute(incident, context, incidents)
+            if incident.kind != TWO_WRITERS:  # it says its own cause
+                attribute(incident, context, incidents)
     return incidents
 
 
@@ -166,6 +167,8 @@ class LiveRun:
         whole = None
         for incident in incidents:
             window = self.windows.get(incident.key)
+            if incident.kind == TWO_WRITERS:  # it says its own cause
+                continue
             if window is None:
                 whole = whole or load_context(cursor, self.run)
                 attribute(incident, whole, stalls)

@@ -110,6 +110,8 @@ def _headline(i: dict) -> str:
     if i["kind"] == "stall":
         return (f"STALL {where}: {seconds(value)} without a log line, {value / base:.1f}x the "
                 f"typical {seconds(base)}.")
+    if i["kind"] == "two_writers":
+        return f"TWO WRITERS {where}: two processes write this log (a finding, no incident)."
     if i["kind"] == "straggler":
         return (f"STRAGGLER {i['metric']} {where}: {seconds(value)} per step, "
                 f"{value / base:.1f}x the other ranks' {seconds(base)}.")

@@ -1,48 +1,62 @@
 """Attempts: the one rule that numbers them, used by both parse paths.
 
 A run is resumed from a checkpoint by starting again at an earlier step, so a line whose
-``step`` does not rise above the line before it starts a new attempt. The first line a file
-ever stores starts one too (``start``, or the reason the file was read again from its start).
-Steps 1, 2, 3, 2, 3 in a new file are two attempts::
+step falls back into steps already logged starts a new attempt (``writers.py`` says which
+lines do: not a line logged twice, a few steps out of order, or the second of two processes
+printing one log; an ``epoch`` that resets to about 0 does, whatever the step). The first
+line a file ever stores starts one too (``start``, or the reason the file was read again from
+its start). Steps 1, 2, 3, 2, 3 in a new file are two attempts::
 
     attempt  1  1  1  2  2
     starts   {attempt 1, start_step 1, prev_step None, reason "start"}
              {attempt 2, start_step 2, prev_step 3, reason "step_back"}
 
+Each sign seen at a resume is in its reason, joined by ``+`` (``step_back+clock_back``).
 The careful path numbers every row (``number``); the fast path stores a chunk whose steps
-rise, so only its first step can start an attempt, and it asks the same function about that
-one step.
+rise from the file's last one, so only a file's first line can start an attempt there, and
+it asks ``first`` about that one step (``takes`` says whether it may store the chunk).
 """
 
 from __future__ import annotations
 
 from ..lazy import LazyModule
+from . import writers
 from .filestate import FileState
 
 np = LazyModule("numpy")  # the fast path asks about one step: no numpy for it
 
 
-def number(steps: np.ndarray, state: FileState,
-           reset_reason: str | None) -> tuple[np.ndarray, list[dict]]:
+def number(steps: np.ndarray, state: FileState, reset_reason: str | None,
+           clocks: np.ndarray | None = None,
+           epochs: np.ndarray | None = None) -> tuple[np.ndarray, list[dict]]:
     """The attempt of each step, and the attempts that start among them. Moves ``state``
-    (the file's state being built for this batch) past the steps."""
-    prev = np.empty_like(steps)
-    prev[1:] = steps[:-1]
-    prev[0] = state.last_step if state.last_step is not None else 0
-    starts_mask = steps <= prev
-    if state.last_step is None:
-        starts_mask[0] = True
-    attempts = state.attempt + np.cumsum(starts_mask, dtype=np.int64)
-    starts = []
-    for i in np.flatnonzero(starts_mask):
-        if i == 0:
-            starts.append(_first(state, reset_reason, int(steps[0]), int(attempts[0])))
-        else:
-            starts.append({"attempt": int(attempts[i]), "start_step": int(steps[i]),
-                           "prev_step": int(prev[i]), "reason": "step_back"})
-    state.attempt = int(attempts[-1])
-    state.last_step = int(steps[-1])
+    (the file's state being built for this batch) past the steps. ``clocks``: each line's
+    seconds (elapsed_s, else time) and ``epochs`` its epoch, NaN where not logged."""
+    n = len(steps)
+    clocks = np.full(n, np.nan) if clocks is None else clocks
+    epochs = np.full(n, np.nan) if epochs is None else epochs
+    attempts, starts = np.empty(n, dtype=np.int64), []
+    memory = writers.load(state.writers, state.last_step)
+    attempt, last = state.attempt, state.last_step
+    for i, (step, clock, epoch) in enumerate(zip(steps.tolist(), clocks.tolist(),
+                                                 epochs.tolist(), strict=True)):
+        reason = memory.line(step, clock, epoch)[0]
+        if last is None or reason:
+            attempt += 1
+            starts.append({"attempt": attempt, "start_step": step, "prev_step": last,
+                           "reason": reason or reset_reason or "start"})
+        attempts[i], last = attempt, step
+    state.attempt, state.last_step, state.writers = attempt, last, memory.dump()
     return attempts, starts
+
+
+def takes(step: int, state: FileState) -> bool:
+    """Whether a clean chunk (its steps rising) that starts at ``step`` starts no attempt
+    ``number`` would see otherwise: the file's first, or one rising from its last step while
+    one process writes it."""
+    if state.last_step is None:
+        return True
+    return step > state.last_step and writers.load(state.writers, state.last_step).other is None
 
 
 def first(step: int, state: FileState, reset_reason: str | None) -> list[dict]:

@@ -337,6 +337,8 @@ def _insert(db_store: Store, group: list[Ready], path: Path, doubles: list[str])
             raise _Refused(f"{ready.state.path}: its rows are not its lines")
         # a copy: a transaction that fails (the group is then split) must leave it as read
         ready.stored = copy.copy(ready.new)
+        if not attempts.takes(first, ready.stored):
+            raise _Refused(f"{ready.state.path}: its first step may start an attempt")
         starts += attempts.first(first, ready.stored, None)
         ready.stored.last_step = int(last)
     db.run("ingest/insert_attempts_batch", {

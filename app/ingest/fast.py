@@ -122,6 +122,9 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
             doubles: list[str]) -> int:
     """The rows, the attempt their first step may start, and the file's new position."""
     db = db_store.db
+    if not attempts.takes(chunk.first_step, new):
+        raise _Refused("its first step does not rise from the file's last (the careful path "
+                       "tells a resume from a repeated line)")
     starts = attempts.first(chunk.first_step, new, None)
     params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
               "names": doubles}

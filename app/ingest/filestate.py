@@ -5,7 +5,7 @@ transaction that stores it has committed::
 
     FileState(file_id=3, run="demo", path="demo/metrics.jsonl", kind="metrics",
               inode=1234, size=81920, offset=81920, attempt=1, last_step=400, lines=200,
-              tail="9f2c...")
+              tail="9f2c...", writers='{"cur": {"step": 400, ...}, "other": null, ...}')
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class FileState:
     crlf_reported: bool = False
     partial_reported: int | None = None
     tail: str | None = None  # hash of the bytes just before ``offset`` (identity: follow.py)
+    writers: str | None = None  # JSON: the processes writing the file (writers.py), or None
 
     @property
     def rank(self) -> int | None:

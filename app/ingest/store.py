@@ -32,6 +32,7 @@ from .parse import INT64, Parsed, Problem, event_text, number, records_table
 
 np = LazyModule("numpy")  # the careful path's; the fast path needs neither
 pa = LazyModule("pyarrow")
+pc = LazyModule("pyarrow.compute")
 
 log = logging.getLogger("cliffwatch.ingest")
 TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds
@@ -232,7 +233,10 @@ class Store:
         if batch.rotated is not None:
             numbers, starts = attempts.late(steps, batch.rotated, batch.new_state)
         else:
-            numbers, starts = attempts.number(steps, batch.new_state, batch.reset_reason)
+            numbers, starts = attempts.number(steps, batch.new_state, batch.reset_reason,
+                                              _floats(rows, "elapsed_s", "time"),
+                                              _floats(rows, "epoch") if state.kind not in
+                                              TABLES else None)  # the fast path sees no epoch
         rows = rows.append_column("attempt", pa.array(numbers, pa.int32()))
         rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
                                                        rows.num_rows))
@@ -363,3 +367,16 @@ def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
         schema=pa.schema([("run", pa.string()), ("file", pa.string()), ("offset", pa.uint64()),
                           ("severity", pa.string()), ("reason", pa.string()),
                           ("excerpt", pa.string())]))
+
+
+def _floats(rows: pa.Table, *names: str) -> np.ndarray | None:
+    """The first of ``names`` that the rows carry, as floats (NaN where a line has none), each
+    later one filling its gaps; None if none is there (the resume signs of attempts.py)."""
+    found = [rows.column(n) for n in names if n in rows.column_names]
+    if not found:
+        return None
+    numeric = [c for c in found if pa.types.is_floating(c.type) or pa.types.is_integer(c.type)]
+    if not numeric:
+        return None
+    value = pc.coalesce(*(c.cast(pa.float64()) for c in numeric))
+    return value.to_numpy(zero_copy_only=False)

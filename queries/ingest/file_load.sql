@@ -4,6 +4,7 @@
 --   database, not memory, says where the file's next line starts.
 -- param file_id: file id (example: 1)
 SELECT file_id, run, path, kind, inode, size, "offset", head, attempt, last_step, lines,
-       mtime, grew_at, state, crlf_reported, partial_reported, tail
+       mtime, grew_at, state, crlf_reported, partial_reported, tail,
+       writers
 FROM files
 WHERE file_id = $file_id

@@ -14,10 +14,12 @@
 -- param crlf_reported: whether CRLF endings were reported (example: false)
 -- param partial_reported: offset of an unfinished line already reported, or NULL (example: NULL)
 -- param tail: hash of the bytes just before the offset, to notice a rewritten file (example: '')
+-- param writers: JSON of the processes writing the file, app/ingest/writers.py (example: NULL)
 UPDATE files SET
     inode = $inode, size = $size, "offset" = $offset, head = $head, attempt = $attempt,
     last_step = $last_step, lines = $lines, mtime = $mtime, grew_at = $grew_at,
     state = $state,
     crlf_reported = $crlf_reported, partial_reported = $partial_reported, tail = $tail,
+    writers = $writers,
     updated_at = current_localtimestamp()
 WHERE file_id = $file_id

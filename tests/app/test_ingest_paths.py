@@ -50,7 +50,8 @@ def test_resume_inside_a_big_chunk(tmp_path):
     write(tmp_path / "logs" / "r" / "metrics.jsonl", lines)
     with ingest(tmp_path / "logs") as mon:
         assert query(mon, "SELECT attempt, start_step, prev_step, reason FROM attempts "
-                     "ORDER BY attempt") == [(1, 1, None, "start"), (2, 15001, 20000, "step_back")]
+                     "ORDER BY attempt") == [(1, 1, None, "start"),
+                                             (2, 15001, 20000, "step_back+clock_back")]
         assert query(mon, "SELECT count(*), max(attempt) FILTER (WHERE step > 15000) FROM "
                      "metrics") == [(30_000, 2)]
         assert query(mon, "SELECT count(*) FROM metrics_all") == [(35_000,)]
