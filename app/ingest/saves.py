@@ -36,6 +36,7 @@ import os
 import re
 import stat
 import time
+from pathlib import Path
 
 from .filestate import FileState
 from .formats import detect
@@ -108,6 +109,23 @@ def _placed(store: Store, run: str, mtime: float) -> int | None:
     """The last step logged before ``mtime``, once the run has a line at or after it."""
     before, latest = store.db.run("ingest/save_step", {"run": run, "mtime": mtime}).fetchone()
     return before if latest is not None and latest >= mtime else None
+
+
+def folders_from(state: Path) -> int | None:
+    """The lowest step of the checkpoint-N folders in the output folder of a
+    trainer_state.json (its own folder, or the one above its checkpoint folder), or None:
+    saves from there on are said by those folders, each with its time; those before (deleted
+    by save_total_limit before cliffwatch looked) only by save_steps. One listing of one
+    folder per read of a state file (the Trainer rewrites it at each save)."""
+    folder = state.parent.parent if detect.CHECKPOINT.fullmatch(state.parent.name) \
+        else state.parent
+    try:
+        with os.scandir(folder) as entries:
+            steps = [step_of(e.name) for e in entries if detect.CHECKPOINT.fullmatch(e.name)
+                     and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return None
+    return min(steps, default=None)
 
 
 def rank(path: str) -> float | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import os
 
-from . import careful
+from . import careful, saves
 from .filestate import FileState
 from .formats import csvlog, hf_state
 from .openfile import LogHandle
@@ -94,7 +94,8 @@ def _trainer_state(db_store: Store, state: FileState, new: FileState,
         return 0
     resume = hf_state.Resume.of(state.tail)
     rows, first = 0, True
-    for part in hf_state.read(handle.read, size, state.lines, resume):
+    for part in hf_state.read(handle.read, size, state.lines, resume,
+                              folders_from=saves.folders_from(handle.real)):
         if part.status == hf_state.INCOMPLETE:
             _incomplete(db_store, state, new, handle, part)
             return rows

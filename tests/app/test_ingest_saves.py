@@ -36,6 +36,8 @@ def checkpoint(out: Path, step: int) -> None:
     (folder / "model.safetensors").write_bytes(b"weights: never read")
     (folder / "optimizer.pt").write_bytes(b"never read")
     (folder / "trainer_state.json").write_text(state(step))
+    FOLDER_TIMES[step] = time.strftime("%Y-%m-%d %H:%M:%S UTC",
+                                       time.gmtime(folder.stat().st_mtime))
 
 
 def rows_of(mon, run: str) -> tuple[int, int, int]:
@@ -51,7 +53,8 @@ def saves_of(mon, run: str) -> list[tuple]:
 def test_an_hf_output_folder_of_checkpoints_only_is_read_each_entry_once(tmp_path):
     """The newest checkpoint's state is the run's log; each later one goes on from it; the
     final trainer_state.json takes over; a checkpoint deleted by save_total_limit says
-    nothing; each checkpoint-N/ folder is a save inferred at N."""
+    nothing; each checkpoint-N/ folder is a save inferred at N, and each save is one
+    event (save_steps does not say them again)."""
     out = tmp_path / "logs" / "out"
     checkpoint(out, 4)
     with ingest(tmp_path / "logs") as mon:
@@ -61,19 +64,30 @@ def test_an_hf_output_folder_of_checkpoints_only_is_read_each_entry_once(tmp_pat
         mon.tailer.catch_up()
         assert rows_of(mon, "out") == (8, 8, 1)
         shutil.rmtree(out / "checkpoint-4")  # save_total_limit=1
-        (out / "trainer_state.json").write_text(state(12, final=True))
+        (out / "trainer_state.json").write_text(state(10, final=True))  # no save at 10
         mon.tailer.catch_up()
-        assert rows_of(mon, "out") == (12, 12, 1)
+        assert rows_of(mon, "out") == (10, 10, 1)
         assert query(mon, "SELECT run FROM runs") == [("out",)]
         assert query(mon, "SELECT count(*) FROM evals WHERE run = 'out' AND kind = 'summary'"
                      ) == [(1,)]
         assert query(mon, "SELECT file FROM ingest_errors WHERE severity <> 'info'") == []
         found = saves_of(mon, "out")
-        folders = [(s, why) for s, why in found if why.startswith("folder")]
-        assert [s for s, _ in folders] == [4, 8]
-        assert folders[0][1].startswith("folder checkpoint-4/ appeared at ")
-        assert {s for s, why in found if why == "save_steps 4 in trainer_state.json"} == {
-            4, 8, 12}
+        assert [s for s, _ in found] == [4, 8]
+        assert found[0][1] == f"folder checkpoint-4/ appeared at {FOLDER_TIMES[4]}"
+
+
+FOLDER_TIMES: dict[int, str] = {}  # checkpoint() notes each folder's time as the source says it
+
+
+def test_saves_deleted_before_cliffwatch_looked_come_from_save_steps(tmp_path):
+    out = tmp_path / "logs" / "out"
+    checkpoint(out, 8)  # checkpoint-4 went with save_total_limit=1
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        assert rows_of(mon, "out") == (8, 8, 1)
+        assert saves_of(mon, "out") == [(4, "save_steps 4 in trainer_state.json"),
+                                        (8, f"folder checkpoint-8/ appeared at "
+                                            f"{FOLDER_TIMES[8]}")]
 
 
 def test_a_lightning_run_folder_gets_a_save_at_each_ckpt(tmp_path):
@@ -193,8 +207,7 @@ def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path
         assert not (logs / "out" / "trainer_state.json").exists()
         assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
         assert sql(logs, ROWS) == [[6, 6, 1]]
-        assert sql(logs, SAVES) == [[3, "folder"], [3, "save_steps"], [6, "folder"],
-                                    [6, "save_steps"]]
+        assert sql(logs, SAVES) == [[3, "folder"], [6, "folder"]]
         (gate / "go").touch()
         assert trainer.wait(120) == 0, trainer.stdout.read()
     finally:
@@ -204,7 +217,7 @@ def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path
     assert (logs / "out" / "trainer_state.json").exists()
     assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
     assert sql(logs, ROWS) == [[9, 9, 1]]
-    assert [s for s, how in sql(logs, SAVES) if how == "folder"] == [3, 6, 9]
+    assert sql(logs, SAVES) == [[3, "folder"], [6, "folder"], [9, "folder"]]
 
 
 ROWS = ("SELECT count(*), count(DISTINCT step), count(DISTINCT attempt) FROM metrics_all "

@@ -137,10 +137,12 @@ def parse(data: bytes, stored: int = 0, last_step: object = None) -> StateRead:
 
 def read(source: Callable[[int, int], bytes], size: int, stored: int = 0,
          resume: Resume | None = None, last_step: object = None,
-         window: int = WINDOW) -> Iterator[StateRead]:
+         window: int = WINDOW, folders_from: int | None = None) -> Iterator[StateRead]:
     """The entries not read yet of a file of ``size`` bytes (``source(offset, size)`` gives
     its bytes), a window at a time; the last StateRead has ``done`` (or is INCOMPLETE or
-    INVALID, with no records)."""
+    INVALID, with no records). ``folders_from``: the lowest step of the checkpoint-N folders
+    beside the file; saves from there on are inferred from those folders (with their times,
+    app/ingest/saves.py), not from save_steps, so that each save is one event."""
     try:
         top, problems, array = _head(source, size)
     except (_Truncated, _Malformed) as exc:
@@ -152,7 +154,7 @@ def read(source: Callable[[int, int], bytes], size: int, stored: int = 0,
                                                    excerpt(source(0, 200)))])
         return
     reading = _Reading(source, size, array, top.get("num_train_epochs"), window)
-    reading.save_steps = top.get(SAVE_STEPS)
+    reading.save_steps, reading.folders_from = top.get(SAVE_STEPS), folders_from
     if resume is not None and stored:
         reading.resume_at(resume, stored)
     else:
@@ -330,6 +332,7 @@ class _Reading:
         self.last_step: object = None
         self.max_steps: object = None  # the planned total, once seen
         self.save_steps: object = None
+        self.folders_from: int | None = None
         self.problems: list[Problem] = []
 
     def resume_at(self, resume: Resume, stored: int) -> None:
@@ -460,6 +463,9 @@ class _Reading:
                                                       EPOCH: math.floor(epoch)}))
         self._note_epoch(entry)
         saved = _saved_after(self.last_step, result.data[STEP], self.save_steps)
+        if saved is not None and self.folders_from is not None \
+                and result.data[STEP] // self.save_steps * self.save_steps >= self.folders_from:
+            saved = None  # a checkpoint folder says this save, with its time
         if saved is not None and saved < result.data[STEP] and result.kind != SUMMARY:
             out.records.append(_save(offset, saved, self.save_steps))  # before this entry
         out.records.append(Record(offset, result.kind, result.data))
