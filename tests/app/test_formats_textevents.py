@@ -81,6 +81,7 @@ def test_event_lines_leave_the_training_rows_as_they_were(name):
     data = (DATA / name).read_bytes()
     records, _ = textlog.parse(data, 0)
     offsets = {r.offset for r in records if r.kind == EVENT}
+    assert offsets
     kept, at = [], 0
     for line in data.split(b"\n")[:-1]:
         if not any(at <= o <= at + len(line) for o in offsets):
@@ -132,7 +133,9 @@ def test_training_starts_at_a_later_step_is_a_resume_and_no_row():
     b"[INFO|configuration_utils.py:471] 2024-05-01 12:00:02,510 >> Configuration saved in o/c.json",
 ])
 def test_lines_that_say_no_save_or_resume_happened(line):
-    assert textlog.parse(line + b"\n", 0, after=5) == ([], [])
+    """Each such line before a real save: only the save is an event, and nothing a row."""
+    records, problems = textlog.parse(line + b"\nsaving checkpoint to out\n", 0, after=5)
+    assert problems == [] and [(r.offset, r.kind) for r in records] == [(len(line) + 1, EVENT)]
 
 
 def test_event_lines_alone_do_not_make_a_file_a_log():
