@@ -57,6 +57,9 @@ CASES = {
     # nanoGPT saves after its eval line, before "iter 1000": the last training step is 990;
     # the pasted source line above it is no save
     "events_nanogpt.log": [("checkpoint_end", {"step": 990, "path": "out"})],
+    # llm.c's stdout: the model file and the state file of one save, at the step they name
+    "events_llmc.log": [("checkpoint_end", {"step": 5000,
+                                            "path": "log124M/model_00005000.bin"})],
     # the Trainer's INFO line after a tqdm bar, and under another logger's prefix: two saves
     # (the same wording twice is two saves), at the printed dicts' count
     "events_hf_trainer.txt": [("checkpoint_end", {"step": 2, "path": "out/checkpoint-2"}),

@@ -16,7 +16,7 @@ the line gives:
   ``from_step`` of 0 is a fresh start from initial weights, no resume;
 - ``blocked_s`` / ``blocked_ms``: how long the training loop waited for the save (these logs
   time a blocking save, or the blocking staging of an async one), stored in seconds;
-  ``load_s``: how long a resume's load took; ``path``, ``checkpoint``, ``epoch``,
+  ``load_s``: how long a resume's load took; ``path``, ``checkpoint``, ``state``, ``epoch``,
   ``attempt``: as named.
 
 Lines about one event follow each other with no training line between (Megatron's "saving",
@@ -93,6 +93,11 @@ LINES = (
           rf"(?: \[[^\]]*\])? at iteration (?P<from_step>\d+)"),
     # nanoGPT (train.py prints it before torch.save)
     _line("nanogpt", "checkpoint_end", rf"saving checkpoint to (?P<path>{_PATH})"),
+    # llm.c stdout (train_gpt2.cu: the model's checkpoint, then each process's state file)
+    _line("llm.c", "checkpoint_end", rf"Writing model to (?P<path>{_PATH}?model_(?P<step>\d+)"
+          r"\.bin)"),
+    _line("llm.c", "checkpoint_end", rf"Writing state to (?P<state>{_PATH}?state_(?P<step>\d+)"
+          r"_\d+\.bin)"),
     # the Hugging Face Trainer at INFO (Trainer._save)
     _line("transformers", "checkpoint_end", rf"Saving model checkpoint to (?P<path>{_PATH})"),
     # Lightning's ModelCheckpoint(verbose=True)
@@ -101,9 +106,9 @@ LINES = (
 )
 # every pattern above holds one of these: the cheap first test of every line of a log, case
 # exact and without the first letter ("Checkpoint", "checkpoint"): 7x cheaper than case-blind
-MENTION = re.compile(r"heckpoint|aving model|RESUME|raining starts")
+MENTION = re.compile(r"heckpoint|aving model|RESUME|raining starts|riting (?:model|state) to")
 SECONDS = {"blocked_s": "blocked_s", "blocked_ms": "blocked_s", "load_s": "load_s"}
-TEXTS = frozenset({"path", "checkpoint"})
+TEXTS = frozenset({"path", "checkpoint", "state"})
 EXCERPT = 100  # characters of the line quoted in an event's source
 
 
