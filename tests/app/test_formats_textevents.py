@@ -34,13 +34,16 @@ def events(data: bytes, after: int | None = None) -> list[tuple]:
 
 CASES = {
     # the wrapper's ATTEMPT line, the load, its time and the first step are one resume; a
-    # save's start and end take the step logged before them; the last step's save has no end
+    # save's start and end take the step logged before them, or the one its start names (the
+    # last step, 5514, logged as 5510/5514); a save with no end line has none
     "events_torchtitan.log": [
         ("resume", {"step": 5500, "from_step": 5500, "attempt": 2, "load_s": 4.22,
                     "checkpoint": "/runs/sft/ckpt/checkpoint/step-5500"}),
         ("checkpoint_start", {"step": 5503}),
         ("checkpoint_end", {"step": 5503, "blocked_s": 20.72}),
-        ("checkpoint_start", {"step": 5504})],
+        ("checkpoint_start", {"step": 5504}),
+        ("checkpoint_start", {"step": 5514}),
+        ("checkpoint_end", {"step": 5514, "blocked_s": 5.53})],
     # Megatron-LM (core): the load, the save's two lines and its timer block in ms
     "events_megatron_lm.log": [
         ("resume", {"step": 40, "from_step": 40, "checkpoint": "/ckpt/llama1b"}),
@@ -160,8 +163,10 @@ def test_through_the_tailer_the_events_are_stored_with_their_step(tmp_path):
         rows = query(mon, "SELECT count(*) FROM metrics_all WHERE run = 'titan'")
     assert got == [("resume", 5500, None, "false"), ("checkpoint_start", 5503, None, "false"),
                    ("checkpoint_end", 5503, "20.72", "false"),
-                   ("checkpoint_start", 5504, None, "false")]
-    assert rows == [(4,)]
+                   ("checkpoint_start", 5504, None, "false"),
+                   ("checkpoint_start", 5514, None, "false"),
+                   ("checkpoint_end", 5514, "5.53", "false")]
+    assert rows == [(5,)]
 
 
 # --- the real logs (../shared/realdata) ------------------------------------------------------

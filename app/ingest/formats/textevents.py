@@ -9,7 +9,9 @@ at byte 81234, after the training line of step 7000, becomes ``Record(81234, "ev
 seconds.' (byte 81234)"})``. Every wording is data, in ``LINES``; its named groups say what
 the line gives:
 
-- ``step``: the trainer's own step of the event. A line without one takes the last training
+- ``step``: the trainer's own step of the event. A line without one takes the step of the
+  event the lines since the last training line began (a save's end, its start's: torchtitan's
+  "at last step, step 644" when the log's last line was step 640), else the last training
   step read before it (a save is logged after the step it follows);
 - ``from_step``: a resume's checkpoint step (the event's step, as our trainer writes it);
   ``next_step``: the first step trained after a resume (``from_step`` is one less). A
@@ -145,6 +147,8 @@ def _event(entry: EventLine, match: re.Match, line: str, when: float | None, off
         if data.get("from_step") == 0:
             return []  # loading a seed checkpoint (step 0): a fresh start
         step = step if step is not None else data.get("from_step")
+    if step is None and said.record is not None:  # a save's end: at its start's step
+        step, counted = said.record.data[STEP], said.counted
     if step is None:
         step, counted = last_step, True
     source = f"log line '{_excerpt(match.group(0))}' (byte {offset})"
