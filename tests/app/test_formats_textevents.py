@@ -50,10 +50,12 @@ CASES = {
         ("checkpoint_start", {"step": 50, "path": "/ckpt/llama1b"}),
         ("checkpoint_end", {"step": 50, "blocked_s": 17.92559, "path": "/ckpt/llama1b"}),
         ("checkpoint_end", {"step": 52, "blocked_s": 1.06341})],
-    # Megatron-DeepSpeed: "successfully saved ... at iteration", its Latency(second) line, and
-    # the older one-line timers ("time (ms) | ... | save-checkpoint: N")
+    # Megatron-DeepSpeed: DeepSpeed's own "[Rank 0] Saving model checkpoint:" line, "successfully
+    # saved ... at iteration", its Latency(second) line, and the older one-line timers
+    # ("time (ms) | ... | save-checkpoint: N", as BigScience's tr1-13B log has them)
     "events_megatron_ds.log": [
-        ("checkpoint_start", {"step": 100, "path": "/home/sd/checkpoints/qwen7b"}),
+        ("checkpoint_start", {"step": 100, "path": "/home/sd/checkpoints/qwen7b/global_step100/"
+                                                   "mp_rank_00_model_states.pt"}),
         ("checkpoint_end", {"step": 100, "blocked_s": 23.684,
                             "path": "/home/sd/checkpoints/qwen7b"}),
         ("checkpoint_end", {"step": 101, "blocked_s": 21.0123})],

@@ -89,6 +89,8 @@ LINES = (
           rf"(?P<blocked_ms>{_NUM})\)"),  # "(min, max) time across ranks (ms)"
     _line("megatron", "checkpoint_end", rf"time \(ms\) \|(?: [^|]*\|)*? save-checkpoint: "
           rf"(?P<blocked_ms>{_NUM})(?: \|.*)?"),  # the older timers' one line
+    _line("deepspeed", "checkpoint_start", rf"\[Rank \d+\] Saving model checkpoint: "
+          rf"(?P<path>(?:{_PATH}?/)?global_step(?P<step>\d+)(?:/{_PATH})?)"),
     _line("megatron", "resume", rf"loading checkpoint from (?P<checkpoint>{_PATH}) at iteration "
           rf"(?P<from_step>\d+)"),
     _line("megatron", "resume", rf"successfully loaded checkpoint from (?P<checkpoint>{_PATH})"
