@@ -342,7 +342,7 @@ def _grad_norm(incident, ctx, window, others) -> str | None:
     if not hits:
         return None
     spike = hits[-1]
-    ratio = f", {spike.value / spike.baseline:.0f}x its {spike.baseline:.3g}" if (
+    ratio = f", {spike.value / spike.baseline:.0f}x its {spike.baseline:.2g}" if (
         spike.baseline) else ""
     return sourced(f"{spike.metric} spiked to {spike.value:.3g} at step {spike.step}{ratio}, "
                    f"{_lines_before(window, spike.step, incident)}.", True,
