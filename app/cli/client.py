@@ -49,6 +49,24 @@ def server_url(db_path: Path, settings) -> str | None:
     return url
 
 
+def refuse_if_served(logdir: Path, db: Path | None, settings, command: str) -> None:
+    """A second ``serve`` or ``ingest`` on a folder a server holds would wait for the database
+    and fail 15 s later with a traceback: say at once where the folder is served."""
+    from ..command import COMMAND
+    from ..monitor import default_db
+
+    db_path = Path(db or default_db(Path(logdir).resolve())).resolve()
+    url = server_url(db_path, settings)
+    if url is None:
+        return
+    then = ("open that address, or stop that server (Ctrl-C where it runs) before serving the "
+            "folder again" if command == "serve" else
+            f"that server reads the logs already: ask it with `{COMMAND} sql --logdir "
+            f"{logdir} ...`, or stop it (Ctrl-C where it runs) before running `{command}`")
+    raise CliffwatchError(f"{logdir} is already served by cliffwatch at {url} (database "
+                          f"{db_path}); {then}")
+
+
 def listening(pid: int, port: int | None) -> bool:
     """True if process ``pid`` is alive and holds the listening socket on ``port``. A killed
     server leaves its server.json behind, and whatever listens on that port later must not

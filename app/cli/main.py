@@ -126,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("serve", "ingest"):  # before --rebuild moves a served database aside
+        from .client import refuse_if_served
+
+        refuse_if_served(args.logdir, args.db, settings_mod.resolve(args), args.command)
     if getattr(args, "rebuild", False):
         _rebuild(args.logdir, args.db)
     if args.command == "serve":

@@ -12,6 +12,7 @@ to query while a server runs.
 from __future__ import annotations
 
 import csv
+import re
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..db.database import Database
 from ..db.readonly import jsonable, run_readonly
 from ..errors import CliffwatchError
 from ..monitor import default_db
+from ..read.known_runs import unknown_run
 from .client import answer, auth_headers, server_url
 
 LOCAL_WAIT_S = 10.0
@@ -35,17 +37,49 @@ def sql_command(text: str | None, name: str | None, params: list[str], logdir: P
     if bool(text) == bool(name):
         raise CliffwatchError('give either SQL text or --query NAME (see `ls queries/`), e.g. '
                               'sql --query time_gaps --param run=demo')
+    if db is None and not Path(logdir).exists():
+        raise CliffwatchError(f"{logdir} does not exist; pass --logdir with the folder that "
+                              "`serve` or `ingest` reads (default runs), or --db FILE")
     named = None
     if name:
         query = queries.load(name)
         named = (name, query.bind(query.convert(_pairs(params))))
     result = run_query(text, logdir, db, settings, named)
+    if not result["rows"]:
+        _say_unknown_run(_run_named(text, named), logdir, db, settings, strict=bool(named))
     sys.stdout.write(render(result, fmt))
     if result["truncated"]:
         reason = result.get("truncated_reason") or (
             f"stopped at {len(result['rows'])} rows; add LIMIT or raise --sql-max-rows")
         print(f"cliffwatch: output truncated: {reason}", file=sys.stderr)
     return 0
+
+
+RUN_LITERAL = re.compile(r"\brun\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
+
+
+def _run_named(text: str | None, named: tuple[str, dict] | None) -> str | None:
+    """The run an empty answer was about: the named query's run, or the one run SQL text
+    compares with (``WHERE run = 'demo'``); None for none or several."""
+    if named:
+        run = named[1].get("run")
+        return run if isinstance(run, str) else None
+    found = {m.replace("''", "'") for m in RUN_LITERAL.findall(text or "")}
+    return found.pop() if len(found) == 1 else None
+
+
+def _say_unknown_run(run: str | None, logdir: Path, db: Path | None, settings,
+                     strict: bool) -> None:
+    """An empty answer about a run that does not exist says which runs do: an error for a
+    named query's --param run, a note on stderr for SQL text (whose query was right)."""
+    if run is None:
+        return
+    found = run_query(None, logdir, db, settings, ("run_known", {"run": run}))
+    problem = unknown_run(dict(zip(found["columns"], found["rows"][0], strict=True)), run)
+    if problem and strict:
+        raise CliffwatchError(f"{problem}; pass --param run=NAME with one of them")
+    if problem:
+        print(f"cliffwatch: {problem}", file=sys.stderr)
 
 
 def _pairs(params: list[str]) -> dict[str, str]:
@@ -129,6 +163,8 @@ def render(result: dict, fmt: str) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    if not rows:  # a header alone reads as if something failed
+        lines.append("(0 rows)")
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

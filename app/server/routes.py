@@ -29,6 +29,7 @@ from ..db import queries
 from ..db.readonly import SqlResult, jsonable, run_readonly
 from ..diagnose.report import KEYS as INCIDENT_KEYS
 from ..errors import CliffwatchError
+from ..read.known_runs import unknown_run
 from ..read.named import named
 from ..state import ADHOC_SLOTS, current
 from .alert_routes import ROUTES as ALERT_ROUTES
@@ -108,6 +109,8 @@ async def query(request: Request) -> Response:
     name = request.path_params["name"]
     texts = dict(request.query_params)
     result = await _limited(lambda: named(name, queries.load(name).convert(texts)))
+    if not result.rows and texts.get("run"):
+        await _threaded(_known_run, texts["run"])
     return _json({"query": name, **result.to_json()})
 
 
@@ -115,7 +118,16 @@ async def query(request: Request) -> Response:
 async def incidents(request: Request) -> Response:
     run = request.query_params.get("run")
     result = await _threaded(named, "incidents", {"run": run})
+    if not result.rows and run:
+        await _threaded(_known_run, run)
     return _json({"incidents": [incident_json(r) for r in records(result)]})
+
+
+def _known_run(run: str) -> None:
+    """An empty answer about a run that does not exist is a 404 naming the runs that do."""
+    problem = unknown_run(records(named("run_known", {"run": run}))[0], run)
+    if problem:
+        raise CliffwatchError(problem, status=404)
 
 
 def incident_json(row: dict) -> dict:
