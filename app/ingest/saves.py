@@ -138,13 +138,16 @@ def rank(path: str) -> float | None:
     return int(match.group(0).rpartition("-")[2]) if match else FINAL
 
 
-def take_over(store: Store, files, state: FileState, new: FileState) -> str | None:
-    """For a trainer_state.json read for the first time: why it is not read (a newer one of
-    its run is), or None. A copy that comes after others were read goes on from the entries
-    the one read furthest had (``state`` and ``new`` take its count, attempt and last step,
-    so ``hf_state`` skips those entries), and those others are read no more."""
+def take_over(store: Store, files, state: FileState, new: FileState, real: Path
+              ) -> str | None:
+    """For a trainer_state.json read for the first time (on disk at ``real``): why it is not
+    read (a newer one of its run is), or None. A copy that comes after others were read goes
+    on from the entries the one read furthest had (``state`` and ``new`` take its count,
+    attempt and last step, so ``hf_state`` skips those entries), and those others are read
+    no more. The run's only state (no checkpoint-N/ folder beside it, the usual case) costs
+    one listing of its folder, not a look at every tracked file."""
     mine = rank(state.path)
-    if mine is None or state.lines:
+    if mine is None or state.lines or (mine == FINAL and folders_from(real) is None):
         return None
     peers = [f for f in files if f.run == state.run and f.path != state.path
              and f.kind == detect.HF_STATE and rank(f.path) is not None]

@@ -552,7 +552,7 @@ class Tailer:
         """Whether another trainer's file, not read before, holds a log: an answer from its
         first bytes (formats/detect.py); a file that is none is recorded once as skipped,
         one that cannot tell yet (empty, no complete line) is asked again when it grows."""
-        copy_of = saves.take_over(self.store, self.files.values(), state, new)
+        copy_of = saves.take_over(self.store, self.files.values(), state, new, handle.real)
         if copy_of:
             self._skip(state, new, copy_of)
             return False
