@@ -29,7 +29,8 @@ from .client import answer_json, auth_headers, server_url
 
 def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> int:
     """Print the diagnosis; 0, or UNREAD_EXIT (3) when a log of a run reported on was not
-    read (a file that is no log, one that cannot be opened): such a run is never clean."""
+    read (a file that is no log, one that cannot be opened), or nothing was read at all: such
+    a run is never clean."""
     path = Path(path).resolve()
     if not path.is_dir():
         raise CliffwatchError(_no_folder(path))
@@ -44,15 +45,14 @@ def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> in
         scope = f"run {path.name}"
     else:
         found, scope = _local(path, None, db, settings), f"{path}"
-    if found.unread is not None and not found.unread and not any(
-            j.lines for j in (found.judged or {}).values()):
+    if found.blank and not found.unread:
         found.unread = _no_log_files(path)  # nothing in the database: say what is there
     if as_json:
         sys.stdout.write(orjson.dumps(look_json(found), option=orjson.OPT_INDENT_2).decode()
                          + "\n")
     else:
         sys.stdout.write(look_text(found, scope))
-    return UNREAD_EXIT if found.missed else 0
+    return UNREAD_EXIT if found.missed or found.blank else 0
 
 
 # the run a log directory's own files belong to (scan.classify)

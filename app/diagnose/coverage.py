@@ -72,6 +72,11 @@ class Look:
         """The files whose absence leaves something of a run unseen: diagnose exits 3."""
         return [u for u in self.unread or () if u.missed]
 
+    @property
+    def blank(self) -> bool:
+        """Nothing was read at all (not said of a server's answer): no line of any run."""
+        return self.unread is not None and not any(j.lines for j in (self.judged or {}).values())
+
     def named(self, run: str, name: str) -> Look:
         """The same look with run ``run`` called ``name`` (a run folder given alone is the
         log directory's own run ``.``)."""

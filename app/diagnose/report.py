@@ -70,7 +70,13 @@ def look_text(look: Look, scope: str) -> str:
     empty = sorted(missed - set(read))
     if empty:
         parts.append(f"Nothing of {_runs(empty)} was read: not diagnosed, not clean.\n")
-    if look.missed:
+    if look.blank and not look.unread:
+        parts.append(f"Nothing read in {scope}: no log file there (metrics.jsonl, *.jsonl, "
+                     "trainer_state.json, events.out.tfevents.*, metrics.csv, *.log, *.txt, "
+                     "*.out); not diagnosed, not clean.\n")
+    if look.blank:
+        parts.append(f"Exit status {UNREAD_EXIT}: nothing of {scope} was read.\n")
+    elif look.missed:
         parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
                      "fix or remove the file, or diagnose the run's other logs alone.\n")
     return "\n".join(p for p in parts if p)

@@ -46,6 +46,14 @@ def test_a_folder_holding_no_log_name_says_so(tmp_path):
     assert "No incidents" not in done.stdout
 
 
+def test_an_empty_folder_is_not_clean(tmp_path):
+    folder = tmp_path / "logs" / "fresh"
+    folder.mkdir(parents=True)
+    done = diagnosed(folder)
+    assert done.returncode == UNREAD_EXIT, done.stderr
+    assert "Nothing read in" in done.stdout and "No incidents" not in done.stdout
+
+
 def test_a_run_with_no_time_field_says_stalls_were_not_judged(tmp_path):
     done = diagnosed(copied(tmp_path, "untimed"))
     assert done.returncode == 0, done.stderr
