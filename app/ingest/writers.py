@@ -114,25 +114,44 @@ class Writers:
 
 def intervals(memory: Writers, steps, clocks) -> tuple[list[float] | None, int | None]:
     """Each line's interval on its own writer's clock (``memory`` moved past the lines), and
-    the index of the line where two writers were first seen, if it is among them. A batch
-    whose steps and clocks rise from one writer's last line is done at once."""
+    the index of the line where two writers were first seen, if it is among them. Stretches
+    whose steps rise and clocks do not fall, while one process writes, are done at once."""
     import numpy as np
 
     steps, clocks = np.asarray(steps), np.asarray(clocks, dtype=float)
-    cur, seen = memory.cur, memory.two_at is not None
-    if (cur is not None and memory.other is None and len(steps) > 1
-            and steps[0] > cur.step and not clocks[0] < cur.clock
-            and np.all(np.diff(steps) > 0) and np.all(np.diff(clocks) >= 0)):
-        dt = np.diff(clocks, prepend=cur.clock)
-        memory.before, memory.idle = int(steps[-2]), memory.idle + len(steps)
-        memory.cur, memory.streak = Track(int(steps[-1]), float(clocks[-1]), float(dt[-1])), 0
-        return dt, None
-    found, at = [], None
-    for i, (step, clock) in enumerate(zip(steps.tolist(), clocks.tolist(), strict=True)):
-        found.append(memory.line(step, clock)[1])
-        if not seen and memory.two_at is not None:
-            seen, at = True, i
-    return np.array(found, dtype=float), at
+    n, seen, at = len(steps), memory.two_at is not None, None
+    dt = np.full(n, np.nan)
+    odd = np.flatnonzero((np.diff(steps) <= 0) | (np.diff(clocks) < 0)) + 1
+    i = 0
+    for stop in [*odd.tolist(), n]:
+        while i < min(stop + 1, n):  # the stretch to the odd line, then that line
+            if i < stop and _plain(memory, steps[i], clocks[i]):
+                dt[i:stop] = np.diff(clocks[i:stop], prepend=memory.cur.clock)
+                _advance(memory, steps, dt, i, stop, clocks)
+                i = stop
+                continue
+            dt[i] = memory.line(int(steps[i]), float(clocks[i]))[1]
+            if not seen and memory.two_at is not None:
+                seen, at = True, i
+            i += 1
+    return dt, at
+
+
+def _plain(memory: Writers, step, clock) -> bool:
+    cur = memory.cur
+    return (cur is not None and memory.other is None and step > cur.step
+            and not clock < cur.clock)
+
+
+def _advance(memory: Writers, steps, dt, i: int, stop: int, clocks) -> None:
+    """``memory`` moved past lines i..stop-1, which all continue its one writer."""
+    cur = memory.cur
+    memory.before = int(steps[stop - 2]) if stop - i > 1 else cur.step
+    memory.idle, memory.streak = memory.idle + stop - i, 0
+    last = dt[i:stop]
+    finite = last[last == last]
+    memory.cur = Track(int(steps[stop - 1]), float(clocks[stop - 1]),
+                       float(finite[-1]) if len(finite) else cur.pace)
 
 
 def load(text: str | None, last_step: int | None) -> Writers:
