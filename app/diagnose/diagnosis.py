@@ -34,7 +34,7 @@ from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
 KIND_RANK = {"nonfinite": 0, "divergence": 1, "cliff": 2, "spike": 3, "stall": 4,
-             straggler.KIND: 5}
+             straggler.KIND: 5, TWO_WRITERS: 6}
 INCIDENT_SCHEMA = pa.schema([
     ("run", pa.string()), ("kind", pa.string()), ("metric", pa.string()),
     ("step", pa.int64()), ("end_step", pa.int64()), ("worst_step", pa.int64()),

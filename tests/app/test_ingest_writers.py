@@ -13,10 +13,11 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import httpx
 import pytest
 
 from app.ingest.writers import Writers
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
 
 WRITERS = Path(__file__).parent.parent / "data" / "writers"
 
@@ -80,3 +81,23 @@ def test_an_epoch_reset_is_a_resume_though_the_step_rises(read):
 def test_the_resume_signs_line_by_line(lines, reasons):
     memory = Writers()
     assert [memory.line(step, clock)[0] for step, clock in lines] == reasons
+
+
+def test_the_live_server_says_two_writers_once_and_the_one_real_stall(tmp_path, make_server):
+    lines = (WRITERS / "two-writers" / "train_log.jsonl").read_text().splitlines(True)
+    log = tmp_path / "logs" / "two-writers" / "train_log.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(lines[:301]))  # the rest arrives while the server watches
+    server = make_server(tmp_path / "logs")
+
+    def kinds() -> list[tuple]:
+        found = httpx.get(server.url + "/api/incidents", timeout=30).json()["incidents"]
+        return sorted((i["kind"], i["step"]) for i in found)
+
+    wait_for(lambda: ("two_writers", 3) in kinds(), timeout=60)
+    with log.open("a") as out:
+        out.write("".join(lines[301:]))
+    wait_for(lambda: server.sql("SELECT count(*) FROM metrics_all").json()["rows"]
+             == [[len(lines)]], timeout=60)
+    wait_for(lambda: ("stall", 200) in kinds(), timeout=60)  # judged from the second part
+    assert kinds() == [("stall", 200), ("two_writers", 3)]
