@@ -19,7 +19,8 @@ Files inside a save folder (``checkpoint-500/model.safetensors``, ``optimizer.pt
 of that save, not saves of their own. A weights file with no step in its name is placed after
 the last step the run logged before its modification time, once the run's log has lines at
 or after that time (until then it is asked again at each look); a run whose lines carry no
-time cannot place it.
+time cannot place it (an ``info`` row says so once). A save whose run has no log (a folder of
+downloaded weights) makes no run: it waits for one.
 
 With ``report_to="none"`` the Trainer writes its state only into ``checkpoint-N/`` folders
 until the end. Their ``trainer_state.json`` belong to the run of the output folder: the newest
@@ -53,6 +54,8 @@ CONTAINERS = frozenset({"checkpoints", "checkpoint", "ckpt", "ckpts"})
 STEP_IN_NAME = re.compile(r"(?:^|[^a-z])(?:step|iter|global_step|checkpoint|ckpt)[-=_]?(\d+)",
                           re.I)
 FINAL = math.inf  # the rank of the trainer_state.json the Trainer writes at the end
+NO_TIME = ("the run's lines carry no time (a step in its name, such as model_step1200.pt, "
+           "would place it)")
 
 
 def inside(folder: str) -> bool:
@@ -77,7 +80,8 @@ def step_of(name: str) -> int | None:
 
 
 def read(store: Store, state: FileState, path: str) -> None:
-    """Store a save's event once; nothing when stored already, gone, or not placed yet."""
+    """Store a save's event once; nothing when stored already, gone, or not placed yet (its
+    run has no log yet, or the log has not been read past the save's time)."""
     if state.offset or state.state != "ok":
         return
     try:
@@ -85,17 +89,25 @@ def read(store: Store, state: FileState, path: str) -> None:
     except OSError:
         return  # gone before it was seen (save_total_limit): nothing to say of it
     name = path.rstrip("/").rpartition("/")[2]
+    logs, before, latest, lines = store.db.run("ingest/save_place", {
+        "run": state.run, "mtime": info.st_mtime}).fetchone()
     step, source = step_of(name), _source(name, info)
-    if step is None:
-        step = _placed(store, state.run, info.st_mtime)
+    if not logs:
+        return  # weights with no log beside them (a model folder) make no run
+    parsed = Parsed()
+    if step is None and lines and (latest is None or before is None):
+        parsed.problems.append(Problem(0, "info", f"{source}: not placed as a checkpoint save, "
+                                       + (NO_TIME if latest is None else "before the first line")))
+    elif step is None and (latest is None or latest < info.st_mtime):
+        return  # the log has not been read past the save yet: asked again at the next look
+    else:
         if step is None:
-            return
-        source += f", after step {step} by the times of the run's lines"
-    event = {"event": "checkpoint_end", "step": step, "time": info.st_mtime,
-             "inferred": True, "source": source}
+            step, source = before, f"{source}, after step {before} by the times of the run's lines"
+        parsed.events.append((0, {"event": "checkpoint_end", "step": step, "inferred": True,
+                                  "time": info.st_mtime, "source": source}))
     new = copy.copy(state)
     new.offset, new.inode, new.mtime, new.grew_at = 1, info.st_ino, info.st_mtime, time.time()
-    store.commit(state, Batch(Parsed(events=[(0, event)]), new))
+    store.commit(state, Batch(parsed, new))
 
 
 def _source(name: str, info: os.stat_result) -> str:
@@ -103,12 +115,6 @@ def _source(name: str, info: os.stat_result) -> str:
     if stat.S_ISDIR(info.st_mode):
         return f"folder {name}/ appeared at {when}"
     return f"file {name} written at {when}"
-
-
-def _placed(store: Store, run: str, mtime: float) -> int | None:
-    """The last step logged before ``mtime``, once the run has a line at or after it."""
-    before, latest = store.db.run("ingest/save_step", {"run": run, "mtime": mtime}).fetchone()
-    return before if latest is not None and latest >= mtime else None
 
 
 def folders_from(state: Path) -> int | None:

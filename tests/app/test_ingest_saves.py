@@ -127,6 +127,24 @@ def test_a_weights_file_with_no_step_in_its_name_is_placed_by_its_time(tmp_path)
         assert step == 40 and source.endswith(", after step 40 by the times of the run's lines")
 
 
+def test_weights_with_no_log_beside_them_make_no_run_and_no_time_places_none(tmp_path):
+    logs = tmp_path / "logs"
+    (logs / "pretrained").mkdir(parents=True)
+    (logs / "pretrained" / "model_step1000.pt").write_bytes(b"never read")  # no log: no run
+    (logs / "notime").mkdir()
+    (logs / "notime" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 11)))
+    (logs / "notime" / "model.pt").write_bytes(b"never read")
+    with ingest(logs) as mon:
+        mon.tailer.catch_up()
+        assert query(mon, "SELECT run FROM runs") == [("notime",)]
+        assert query(mon, "SELECT count(*) FROM events") == [(0,)]
+        (note,), = query(mon, "SELECT reason FROM ingest_errors WHERE file = 'notime/model.pt'")
+        assert note.startswith("file model.pt written at ") and "carry no time" in note
+        mon.tailer.catch_up()  # said once
+        assert query(mon, "SELECT count(*) FROM ingest_errors") == [(1,)]
+
+
 def titan_log(path: Path, stall_at: int) -> None:
     """torchtitan's lines with its logging prefix (the lines' time), one a second, and a
     gap of 300 s before step ``stall_at``."""
