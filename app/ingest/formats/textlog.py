@@ -138,7 +138,7 @@ def parse(data: bytes, base: int, keymap: KeyMap | None = None, after: int | Non
             at, piece_at = offset + piece_at, piece_at + len(piece) + 1
             if piece.strip():
                 found = _piece(piece, at, counter, keymap, problems, said)
-                if any(r.kind == TRAIN for r in found):
+                if found and any(r.kind == TRAIN for r in found):
                     said.end()
                 records += found
     return records, problems
