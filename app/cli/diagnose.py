@@ -38,7 +38,7 @@ def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> in
     if served:
         url, logdir = served
         run = path.relative_to(logdir).as_posix() if path != logdir else None
-        found = Look(_over_http(url, run, settings))
+        found = _over_http(url, run, settings)
         scope = f"run {run}" if run else f"{logdir}"
     elif _is_run(path):
         found = _local(path, ROOT_RUN, db, settings).named(ROOT_RUN, path.name)
@@ -74,14 +74,16 @@ def _served(path: Path, settings) -> tuple[str, Path] | None:
     return None
 
 
-def _over_http(url: str, run: str | None, settings) -> list[dict]:
+def _over_http(url: str, run: str | None, settings) -> Look:
     params = {"run": run} if run else {}
     try:
         response = httpx.get(f"{url}/api/incidents", params=params,
                              headers=auth_headers(settings), timeout=60)
     except httpx.HTTPError as exc:
         raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
-    return answer_json(url, response)["incidents"]
+    answer = answer_json(url, response)
+    unread = answer.get("unread")  # None: a server from before it said them
+    return Look(answer["incidents"], None if unread is None else [Unread(**u) for u in unread])
 
 
 def _local(logdir: Path, run: str | None, db: Path | None, settings) -> Look:

@@ -13,6 +13,7 @@ its rows is listed, but misses nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..db import queries
@@ -61,8 +62,9 @@ def judged(cursor, run: str, watch: Watch) -> Judged:
 @dataclass
 class Look:
     """What one ``diagnose`` found: incidents (report.as_dict's dicts), the files not read,
-    and per run read, its lines and what they cannot show. ``unread`` and ``judged`` are
-    None when a server answered (it reports incidents only)."""
+    and per run read, its lines and what they cannot show. ``judged`` is None when a server
+    answered (it says incidents and files not read); ``unread`` too when that server is older
+    than /api/incidents's ``unread``."""
     incidents: list[dict]
     unread: list[Unread] | None = None
     judged: dict[str, Judged] | None = None
@@ -75,7 +77,7 @@ class Look:
     @property
     def blank(self) -> bool:
         """Nothing was read at all (not said of a server's answer): no line of any run."""
-        return self.unread is not None and not any(j.lines for j in (self.judged or {}).values())
+        return self.judged is not None and not any(j.lines for j in self.judged.values())
 
     def named(self, run: str, name: str) -> Look:
         """The same look with run ``run`` called ``name`` (a run folder given alone is the
@@ -87,6 +89,11 @@ class Look:
                         Unread(rename(u.run), u.file, u.reason, u.missed) for u in self.unread],
                     None if self.judged is None else {
                         rename(r): j for r, j in self.judged.items()})
+
+
+def unread_json(found: list[Unread]) -> list[dict]:
+    """/api/incidents's ``unread``: ``[{"run", "file", "reason", "missed"}]``."""
+    return [dataclasses.asdict(u) for u in found]
 
 
 def look(cursor, watch: Watch, incidents: list[dict], runs: list[str] | None) -> Look:

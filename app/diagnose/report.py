@@ -51,8 +51,8 @@ def look_text(look: Look, scope: str) -> str:
     """The report of a Look: its incidents (``text``), then the files not read and, for each
     run read, what its lines could not show. "No incidents" is said only of runs whose lines
     were read."""
-    if look.unread is None:  # a server answered: it says incidents only
-        return text(look.incidents, scope)
+    if look.judged is None:  # a server answered: its incidents and its files not read
+        return _served(look, scope)
     judged = look.judged or {}
     read = {run: j for run, j in judged.items() if j.lines}
     missed = {u.run for u in look.missed} | {run for run, j in judged.items() if not j.lines}
@@ -77,6 +77,20 @@ def look_text(look: Look, scope: str) -> str:
     if look.blank:
         parts.append(f"Exit status {UNREAD_EXIT}: nothing of {scope} was read.\n")
     elif look.missed:
+        parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
+                     "fix or remove the file, or diagnose the run's other logs alone.\n")
+    return "\n".join(p for p in parts if p)
+
+
+def _served(look: Look, scope: str) -> str:
+    missed = look.missed
+    if look.incidents or not missed:
+        parts = [text(look.incidents, scope)]
+    else:
+        parts = [f"No incidents in the lines read of {scope}, but files were not read "
+                 "(below): not clean.\n"]
+    parts.append(_unread(look.unread or []))
+    if missed:
         parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
                      "fix or remove the file, or diagnose the run's other logs alone.\n")
     return "\n".join(p for p in parts if p)

@@ -10,7 +10,9 @@
                       -> {"runs": [{"run": "demo", "status": "running", ...}], "total": 10000,
                           "limit": 50, "offset": 0, "next": 50}   (live first, then newest)
     GET  /api/query/time_gaps?run=demo -> a named query from queries/, as JSON
-    GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}]}
+    GET  /api/incidents?run=demo -> {"incidents": [{"kind": "spike", "causes": [...], ...}],
+                                     "unread": [{"run": "demo", "file": "demo/notes.txt",
+                                                 "reason": "not a log yet: ...", "missed": true}]}
     POST /api/sql     {"sql": "SELECT step, loss FROM metrics"} -> {"columns": [...], "rows": [...]}
     /api/alerts...    rules, states, silences, notifications, test messages (alert_routes.py)
     /api/export/...   a run's new rows as Arrow, for `python -m app export` (export_routes.py)
@@ -27,6 +29,7 @@ from starlette.routing import Route
 
 from ..db import queries
 from ..db.readonly import SqlResult, jsonable, run_readonly
+from ..diagnose import coverage
 from ..diagnose.report import KEYS as INCIDENT_KEYS
 from ..errors import CliffwatchError
 from ..read.known_runs import unknown_run
@@ -120,7 +123,14 @@ async def incidents(request: Request) -> Response:
     result = await _threaded(named, "incidents", {"run": run})
     if not result.rows and run:
         await _threaded(_known_run, run)
-    return _json({"incidents": [incident_json(r) for r in records(result)]})
+    return _json({"incidents": [incident_json(r) for r in records(result)],
+                  "unread": await _threaded(_unread, run)})
+
+
+def _unread(run: str | None) -> list[dict]:
+    """The run's files not read, and why (every run's without ``run``): diagnose says them."""
+    cursor = current().monitor.db.cursor()
+    return coverage.unread_json(coverage.unread(cursor, [run] if run else None))
 
 
 def _known_run(run: str) -> None:

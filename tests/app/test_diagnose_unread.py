@@ -10,9 +10,11 @@ import shutil
 import time
 from pathlib import Path
 
+import httpx
+
 from app.read import runs
 from tests.app.test_ingest_bad_input import ingest
-from tests.conftest import SHARED, needs_realdata, run_cli
+from tests.conftest import SHARED, needs_realdata, run_cli, wait_for
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "unread"
 UNREAD_EXIT = 3  # docs: diagnose's exit status when a log of a run reported on was not read
@@ -127,3 +129,16 @@ def test_a_megatron_run_killed_before_its_total_is_idle_never_finished(tmp_path)
     now, later = states(tmp_path / "logs")
     assert now["megatron-lm-llama1b-killed"] != "finished"
     assert later == {"megatron-lm-llama1b-killed": "idle", "megatron-ds-qwen7b": "finished"}
+
+
+def test_a_server_watching_the_run_names_its_files_not_read_too(tmp_path, make_server):
+    folder = copied(tmp_path, "mixed")
+    server = make_server(folder.parent)
+    answer = wait_for(lambda: (lambda a: a if a["unread"] else None)(
+        httpx.get(server.url + "/api/incidents", params={"run": "mixed"}).json()))
+    assert [(u["file"], u["missed"]) for u in answer["unread"]] == [
+        ("mixed/events.out.tfevents.1700000000.host", True)]
+    done = diagnosed(folder)  # asks the server (its server.json), reads nothing itself
+    assert done.returncode == UNREAD_EXIT, done.stderr
+    assert "mixed/events.out.tfevents.1700000000.host" in done.stdout
+    assert "No incidents in run" not in done.stdout
