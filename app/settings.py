@@ -145,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             type=type(setting.default),
             default=None,
             action="append" if setting.repeatable else "store",
-            help=f"{setting.help} (default {setting.default}, env {setting.env})" + (
+            help=f"{setting.help} ({_default_text(setting.default)}, env {setting.env})" + (
                 f"; every user sees a flag's value in `ps`: prefer {setting.env} or "
                 f"{setting.file_flag}" if setting.secret else ""),
         )
@@ -155,6 +155,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 setting.file_flag, dest=f"{setting.name}_file", type=Path, default=None,
                 metavar="PATH", help=f"file holding the {setting.name}{lines}, read once at "
                 f"start; other users cannot see it in `ps` (env {setting.env}_FILE)")
+
+
+def _default_text(default) -> str:
+    """``default 8501``; ``no default`` for an empty one ("(default , env ...)" read as a typo)."""
+    return f"default {default}" if default not in ("", None) else "no default"
 
 
 def resolve(args: argparse.Namespace | None = None):

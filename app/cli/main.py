@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,10 @@ def _rebuild_arg(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     prog = "cliffwatch" if __package__.startswith("cliffwatch.") else "python -m app"
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description=(
+        "cliffwatch: watch ML training runs live (dashboard, SQL, alerts, diagnosis) from the "
+        f"logs they write. Start with `{prog} demo`, or `{prog} serve --logdir runs` and open "
+        f"http://127.0.0.1:8501; `{prog} COMMAND --help` tells more."))
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="ingest, dashboard and HTTP API in one process")
@@ -117,12 +121,34 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except CliffwatchError as exc:
         print(f"cliffwatch: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if args.command == "serve" and argv is None:  # serve's `with` closed the database
+            _stopped(130)
+        print("cliffwatch: stopped (Ctrl-C)", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # the demo's own signal handlers end it so
+        if args.command != "demo" or argv is not None:
+            raise
+        _stopped(exc.code if isinstance(exc.code, int) else 1)
+    if args.command == "serve" and argv is None:  # serve returns only once stopped
+        _stopped(code)
+    return code
+
+
+def _stopped(code: int) -> None:
+    """A server stopped by Ctrl-C or SIGTERM has closed its database and workers (its
+    lifespan's end) in 0.1 s; Python's own finalization then took 5 s more, for nothing it
+    owes anyone. Say so and leave at once."""
+    print("cliffwatch: stopped; the database is closed (the same command starts it again)",
+          file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -112,3 +113,31 @@ def test_sql_on_a_missing_logdir_says_it_does_not_exist(tmp_path):
     done = run_cli("sql", "SELECT 1", "--logdir", str(tmp_path / "nope"), timeout=60)
     assert done.returncode == 2
     assert f"{tmp_path / 'nope'} does not exist; pass --logdir" in done.stderr
+
+
+def test_ctrl_c_stops_the_server_with_a_message(tmp_path):
+    """Item 16: Ctrl-C ended the server with no word (and 5 s of Python's finalization after
+    the database was closed; the time is not asserted here)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = Server(logs)
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(timeout=60) in (0, 130)  # Streamlit's handler, or Python's
+    server.log.close()
+    said = Path(server.log.name).read_text()
+    assert "cliffwatch: stopped; the database is closed" in said
+    assert "Traceback" not in said
+
+
+def test_help_texts_read_as_help():
+    """Item 16: `--help` said "Command line: ``python -m app …``", and `serve --help` printed
+    "(default , env …)" for settings without a default."""
+    top = run_cli("--help", timeout=60)
+    assert top.returncode == 0
+    assert "Command line:" not in top.stdout and "``" not in top.stdout
+    assert "watch ML training runs live" in top.stdout
+    serve = run_cli("serve", "--help", timeout=60)
+    assert serve.returncode == 0
+    flat = " ".join(serve.stdout.split())
+    assert "(default , env" not in flat and "(no default, env CLIFFWATCH_TOKEN)" in flat
+    assert "(default 8501)" in flat or "--port" in flat
