@@ -257,7 +257,7 @@ def test_sql_page_prefills_the_run_last_looked_at_else_the_newest(served, tab):
     assert start_from(tab, "time_gaps") == newest != SEED
     assert newest != QUIET  # live first, then the most recently written: quiet for 88 s
     tab.goto(f"{served.url}/run?run={QUIET}")  # a new session, that looks at the quiet run
-    tab.get_by_text(re.compile(r"^\d+ lines, last step \d+")).first.wait_for(timeout=30_000)
+    tab.get_by_role("heading", name=QUIET).first.wait_for(timeout=30_000)
     tab.get_by_role("link", name="SQL", exact=True).click()  # the same session
     assert start_from(tab, "time_gaps") == QUIET
     tab.get_by_role("button", name="Run", exact=True).click()
