@@ -25,7 +25,9 @@ def diagnosed(folder: Path, *extra: str):
 
 
 def copied(tmp_path: Path, name: str) -> Path:
-    return Path(shutil.copytree(DATA / name, tmp_path / "logs" / name))
+    # written now, as a run's log is: a fixture's old modification time reads as an old log
+    return Path(shutil.copytree(DATA / name, tmp_path / "logs" / name,
+                                copy_function=shutil.copy))
 
 
 def test_a_text_file_that_is_no_log_is_not_read_and_not_clean(tmp_path):
@@ -115,11 +117,15 @@ def states(logs: Path, idle_after: float = 300.0) -> tuple[dict, dict]:
 
 def test_runs_that_reached_their_planned_total_end_finished(tmp_path):
     """A Trainer checkpoint's state at max_steps, a LLaMA-Factory log at total_steps with no
-    closing line: finished; a LLaMA-Factory log cut at 20 of 30: live, then idle."""
-    for name in ("hf-at-max", "lf-at-total", "lf-cut"):
+    closing line, Megatron at iteration 20/ 20: finished; a LLaMA-Factory log cut at 20 of
+    30, Megatron killed at 14 of 20: live, then idle, never finished."""
+    names = ("hf-at-max", "lf-at-total", "lf-cut", "megatron-done", "megatron-killed")
+    for name in names:
         copied(tmp_path, name)
-    _, later = states(tmp_path / "logs")
-    assert later == {"hf-at-max": "finished", "lf-at-total": "finished", "lf-cut": "idle"}
+    now, later = states(tmp_path / "logs")
+    assert now["lf-cut"] == now["megatron-killed"] == "live"
+    assert later == {"hf-at-max": "finished", "lf-at-total": "finished", "lf-cut": "idle",
+                     "megatron-done": "finished", "megatron-killed": "idle"}
 
 
 @needs_realdata
