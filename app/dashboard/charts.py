@@ -216,9 +216,11 @@ def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
     plotted = _axis(rows[keep], x, ("x",))
     y_title = _y("value:Q", metric)
     # a categorical palette, one distinct colour per run (Streamlit's theme drew two runs in
-    # two blues, issue 20 item 8), and each run's full name in the legend (no label limit)
+    # two blues, issue 20 item 8), and each run's full name in the legend (no label limit),
+    # under the chart, so that long names do not narrow the plot
     color = alt.Color("run:N", scale=alt.Scale(range=RUN_COLORS),
-                      legend=alt.Legend(labelLimit=0, symbolOpacity=1, symbolStrokeWidth=3))
+                      legend=alt.Legend(labelLimit=0, symbolOpacity=1, symbolStrokeWidth=3,
+                                        orient="bottom", direction="vertical"))
     base = alt.Chart().encode(x=_x(x, "x"), color=color, detail="attempt:N")
     line = base.mark_line().encode(
         y=y_title, tooltip=["run:N", "attempt:N", alt.Tooltip("value:Q", title=metric)])
