@@ -28,6 +28,7 @@ from ..db import queries
 from . import lifecycle
 from .rules import Rule
 from .state import ACTIVE, Batch
+from .webhook import number
 
 
 @dataclass(frozen=True)
@@ -128,15 +129,18 @@ def judge(batch: Batch, rule: Rule, quiet: Quiet, budget: Budget | None, silence
 def firing_facts(rule: Rule, quiet: Quiet, budget: Budget, now: float) -> dict:
     silent = now - quiet.last_write
     point = budget.checkpoint
+    # the figures of the message's fields (webhook.number): "88.23 s" in both, never 88 next
+    # to 88.23
+    silence, allowed = number(silent, "s"), number(budget.seconds, "s")
     if point is not None:
         summary = (f"checkpoint at step {point['step']} has not ended: no new line for "
-                   f"{silent:.0f} s (checkpoint budget {budget.seconds:g} s)")
+                   f"{silence} (checkpoint budget {allowed})")
     elif budget.typical_s:
-        summary = (f"no new line for {silent:.0f} s (budget {budget.seconds:.4g} s: "
-                   f"{rule.stall_factor:g}x the typical interval {budget.typical_s:.3g} s, "
-                   f"at least {rule.min_s:g} s)")
+        summary = (f"no new line for {silence} (budget {allowed}: {rule.stall_factor:g}x the "
+                   f"typical gap between lines {number(budget.typical_s, 's')}, at least "
+                   f"{number(rule.min_s, 's')})")
     else:
-        summary = f"no new line for {silent:.0f} s (budget {budget.seconds:g} s)"
+        summary = f"no new line for {silence} (budget {allowed})"
     return {"step": quiet.last_step, "value": silent, "typical": budget.typical_s,
             "summary": summary, "checkpoint": point, "budget_s": budget.seconds,
             "last_line_time": quiet.last_write}
@@ -146,6 +150,7 @@ def resolved_facts(quiet: Quiet, st, came_back: float) -> dict:
     if quiet.status != "running":
         summary = f"run ended ({quiet.status})"
     else:
-        summary = f"lines came back after {came_back:.0f} s of silence (step {quiet.last_step})"
+        summary = (f"lines came back after {number(came_back, 's')} of silence (step "
+                   f"{quiet.last_step})")
     return {"step": quiet.last_step, "value": came_back, "summary": summary,
             "checkpoint": (st.detail.get("facts") or {}).get("checkpoint")}
