@@ -121,10 +121,11 @@ async def query(request: Request) -> Response:
 async def incidents(request: Request) -> Response:
     run = request.query_params.get("run")
     result = await _threaded(named, "incidents", {"run": run})
-    if not result.rows and run:
-        await _threaded(_known_run, run)
+    unread = await _threaded(_unread, run)
+    if not result.rows and not unread and run:  # a folder whose files are unread is no run
+        await _threaded(_known_run, run)       # yet, and its answer says why
     return _json({"incidents": [incident_json(r) for r in records(result)],
-                  "unread": await _threaded(_unread, run)})
+                  "unread": unread})
 
 
 def _unread(run: str | None) -> list[dict]:
