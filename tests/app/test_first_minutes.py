@@ -141,3 +141,23 @@ def test_help_texts_read_as_help():
     flat = " ".join(serve.stdout.split())
     assert "(default , env" not in flat and "(no default, env CLIFFWATCH_TOKEN)" in flat
     assert "(default 8501)" in flat or "--port" in flat
+
+
+def readme_diagnose_sample() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("What `diagnose samples/seed-cliff` says", 1)[1]
+    return block.split("```\n", 2)[1].splitlines()
+
+
+def test_the_readme_diagnose_sample_is_what_diagnose_prints(tmp_path):
+    """Item 13: the README showed a cliff "0.0916, down from 0.1608 (-43%)" that diagnose no
+    longer printed. Each line of its sample is a line of the output (one ending in "(...)"
+    the start of one)."""
+    shutil.copytree(SAMPLES / "seed-cliff", tmp_path / "seed-cliff")
+    done = run_cli("diagnose", str(tmp_path / "seed-cliff"), timeout=120)
+    printed = done.stdout.splitlines()
+    for line in readme_diagnose_sample():
+        if line.endswith("(...)."):
+            assert any(p.startswith(line.removesuffix("(...).")) for p in printed), line
+        else:
+            assert line in printed, line
