@@ -89,8 +89,7 @@ LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0,
 PRIVATE = "\x00"
 CLOCK = PRIVATE + "clock"  # seconds, line by line (load.py fills it)
 NONFINITE = PRIVATE + "nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
-INTERVAL = PRIVATE + "interval"  # seconds since the line before of the same writer (feed)
-NOT_METRICS = keys.NOT_METRICS | {CLOCK, INTERVAL}  # frame columns that are no metric
+NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
 TWO_WRITERS = "two_writers"  # a finding, not an incident of a metric: two processes print
 # the log (ingest/writers.py), so its intervals are read per process
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
@@ -357,14 +356,17 @@ class RunDetector:
         self.latest: dict[str, Incident] = {}  # per gradient norm, its last spike (BURST)
         # per diverging metric, its best and worst finite value before the divergence frontier
         self.extremes: dict[str, tuple[float, float]] = {}
-        self.writers = Writers()  # who printed the lines so far (ingest/writers.py)
+        self.writers = Writers()  # who printed the lines so far (ingest/writers.py) ...
+        self.interval = np.empty(0)  # ... and each frame line's seconds since the line before
+        # of its writer (an array beside the frame: a column costs a pandas copy a tick)
 
     def feed(self, batch: pd.DataFrame) -> list[Incident]:
         """Judge the new lines; returns incidents found or grown by them."""
         if batch.empty:
             return []
-        batch, two = self._writers(batch)
+        interval, two = self._writers(batch)
         self.frame = pd.concat([self.frame, batch], ignore_index=True)
+        self.interval = np.concatenate([self.interval, interval])
         n = self.base + len(self.frame)
         changed = self._grow_open(n) + self._two_writers(two)
         changed += self._stalls(n)
@@ -417,6 +419,7 @@ class RunDetector:
         drop = undecided - BASELINE - 2 - self.base
         if drop > 0:
             self.frame = self.frame.iloc[drop:].reset_index(drop=True)
+            self.interval = self.interval[drop:]
             self.base += drop
         drop = undecided - SPIKE_HISTORY - self.rise_base
         if drop > 0:
@@ -433,15 +436,15 @@ class RunDetector:
 
     # ---- stalls -----------------------------------------------------------------------------
 
-    def _writers(self, batch: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
-        """The batch with each line's interval on its own writer's clock (two processes may
-        print one log, each with its own clock: an interval across them is no interval), and
-        the line where two writers were first seen, if in this batch."""
+    def _writers(self, batch: pd.DataFrame) -> tuple[np.ndarray, int | None]:
+        """Each new line's interval on its own writer's clock (two processes may print one
+        log, each with its own clock: an interval across them is no interval), and the line
+        where two writers were first seen, if in this batch."""
         clock = (batch[CLOCK].to_numpy(dtype=float) if CLOCK in batch
                  else np.full(len(batch), np.nan))
         dt, two = intervals(self.writers, batch["step"].to_numpy(), clock)
         start = self.base + len(self.frame)
-        return batch.assign(**{INTERVAL: dt}), None if two is None else start + two
+        return np.asarray(dt, dtype=float), None if two is None else start + two
 
     def _two_writers(self, line: int | None) -> list[Incident]:
         """Said once per run: what explains its repeated steps, and why its intervals are read
@@ -462,7 +465,7 @@ class RunDetector:
         attempt = self.frame["attempt"].to_numpy()
         steps = self.frame["step"].to_numpy(dtype=float)
         same = np.concatenate([[False], attempt[1:] == attempt[:-1]])
-        dt = np.where(same, self.frame[INTERVAL].to_numpy(dtype=float), np.nan)
+        dt = np.where(same, self.interval, np.nan)
         dsteps = np.where(same, np.diff(steps, prepend=np.nan), np.nan)
         typical = trailing_median(dt)
         with np.errstate(invalid="ignore"):

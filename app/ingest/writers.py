@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 FEW = 3  # steps: a line this far below the one before is late or repeated, not a resume
 KEEP = 8  # lines: a writer silent this long has stopped (the old process of a restart)
 TWO = 4  # lines in a row, each on the other writer than the line before: two writers
+SMALL = 16  # lines: fewer are placed one by one (intervals)
 NAN = float("nan")
 
 
@@ -118,6 +119,8 @@ def intervals(memory: Writers, steps, clocks) -> tuple[list[float] | None, int |
     whose steps rise and clocks do not fall, while one process writes, are done at once."""
     import numpy as np
 
+    if len(steps) <= SMALL:  # a live tick's few lines: numpy's calls cost more than a loop
+        return _one_by_one(memory, steps.tolist(), clocks.tolist())
     steps, clocks = np.asarray(steps), np.asarray(clocks, dtype=float)
     n, seen, at = len(steps), memory.two_at is not None, None
     dt = np.full(n, np.nan)
@@ -135,6 +138,15 @@ def intervals(memory: Writers, steps, clocks) -> tuple[list[float] | None, int |
                 seen, at = True, i
             i += 1
     return dt, at
+
+
+def _one_by_one(memory: Writers, steps: list, clocks: list) -> tuple[list[float], int | None]:
+    seen, at, found = memory.two_at is not None, None, []
+    for i, (step, clock) in enumerate(zip(steps, clocks, strict=True)):
+        found.append(memory.line(int(step), float(clock))[1])
+        if not seen and memory.two_at is not None:
+            seen, at = True, i
+    return found, at
 
 
 def _plain(memory: Writers, step, clock) -> bool:
