@@ -10,10 +10,10 @@ Vocabulary (most likely first when several apply):
 - ``periodic``: a stall that recurs every N steps (the third of them on), named even when
   nothing was logged about it;
 - ``stall``: a stall just before, with no checkpoint event to explain it;
-- ``learning_rate``: the lr rising in warm-up, at its peak right after warm-up, or just risen
-  (schedule.py);
 - ``bucket_homogeneity``: a long run of micro-batches from one length bucket just before;
 - ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
+- ``learning_rate``: the lr rising in warm-up, at its peak right after warm-up, or just risen
+  (schedule.py), for a spike or divergence;
 - ``grad_norm``: a gradient norm's spike in the lines before a loss incident;
 - ``unknown``: none of these.
 
@@ -47,8 +47,10 @@ from . import schedule
 from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
 from .evidence import of_event, sourced
 
-ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "learning_rate",
-         "bucket_homogeneity", "epoch_boundary", "grad_norm"]
+# the lr comes after the causes logged before it (an lr in warm-up is there for every early
+# incident), so an incident those explain keeps its first cause
+ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "bucket_homogeneity",
+         "epoch_boundary", "learning_rate", "grad_norm"]
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
 PERIODIC_MIN = 3  # stalls in a row at even spacing before they are periodic ...
@@ -392,8 +394,8 @@ def _epoch(incident, ctx, window, others) -> str | None:
 
 
 CHECKS = (("checkpoint", _checkpoint), ("resume", _resume), ("evaluation", _evaluation),
-          ("periodic", _periodic), ("stall", _stall), ("learning_rate", _learning_rate),
-          ("bucket_homogeneity", _buckets), ("epoch_boundary", _epoch),
+          ("periodic", _periodic), ("stall", _stall), ("bucket_homogeneity", _buckets),
+          ("epoch_boundary", _epoch), ("learning_rate", _learning_rate),
           ("grad_norm", _grad_norm))
 # the kinds of incident some causes are judged for (the others: every kind); the lr and a
 # gradient norm's spike before explain a loss that rose, not a gap, a NaN or a drop

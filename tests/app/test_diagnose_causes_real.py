@@ -16,8 +16,10 @@ import shutil
 
 import pytest
 
-from app.diagnose.detect import Watch
+from app.db import queries
+from app.diagnose.detect import SQL_PARAMS, Watch, shift_mask
 from app.diagnose.diagnosis import LiveDiagnosis, diagnose
+from app.diagnose.load import run_lines
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import SAMPLES, SHARED, needs_realdata, run_cli
 
@@ -179,6 +181,24 @@ def test_a_grad_norm_spike_before_a_loss_spike_is_quoted(found):
 
 def test_a_routine_grad_norm_bump_is_no_warning_and_a_10x_spike_is(found):
     assert sorted(found["bumps"]) == [("spike", "grad_norm", 200)]
+
+
+def test_the_named_spikes_query_lists_a_gradient_norms_spikes_with_its_ratio(tmp_path):
+    """queries/spikes.sql given SQL_PARAMS["grad_norm_spikes"]'s ratio lists the lines the
+    detector's rule holds for on a gradient norm: the 10x spike, not the routine 2.2x bumps
+    (which a loss's ratio, the query's default, lists)."""
+    write_run(tmp_path / "logs" / "bumps", grad_bumps(random.Random(5)))
+    rules = SQL_PARAMS["grad_norm_spikes"]
+    with ingest(tmp_path / "logs") as mon:
+        cursor = mon.db.cursor()
+        frame = run_lines(cursor, "bumps", Watch())
+        held = shift_mask("spike", frame["grad_norm"].to_numpy(dtype=float), rules)[1]
+        params = {"run": "bumps", "metric": "grad_norm"}
+        got = [r[0] for r in queries.execute(
+            cursor, "spikes", {**params, "ratio": rules["ratio"]}).fetchall()]
+        loose = [r[0] for r in queries.execute(cursor, "spikes", params).fetchall()]
+    assert got == [int(s) for s in frame["step"].to_numpy()[held]] == [200]
+    assert 30 in loose
 
 
 def test_a_spike_after_a_restart_names_its_signs(found):
