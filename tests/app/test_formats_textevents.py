@@ -20,13 +20,14 @@ from tests.conftest import SHARED, needs_realdata, run_cli
 
 DATA = Path(__file__).parents[1] / "data" / "textlog"
 KEYS = ("step", "blocked_s", "from_step", "path", "checkpoint", "attempt", "epoch", "load_s")
+RUN = ("run_start", "run_end")  # a launch and the end of training: test_formats_textends.py
 
 
 def events(data: bytes, after: int | None = None) -> list[tuple]:
     """(kind, {key: value}) of each event ``data`` gives, in order: the facts only."""
     records, problems = textlog.parse(data, 0, after=after)
     assert problems == []
-    found = [r.data for r in records if r.kind == EVENT]
+    found = [r.data for r in records if r.kind == EVENT and r.data["event"] not in RUN]
     for event in found:  # every event a log states is logged, and names its line
         assert event["inferred"] is False and event["source"].startswith("log line '")
     return [(e["event"], {k: e[k] for k in KEYS if k in e}) for e in found]
@@ -118,7 +119,7 @@ def test_a_save_first_in_a_read_takes_the_step_stored_before_it():
 
 def test_training_starts_at_a_later_step_is_a_resume_and_no_row():
     records, _ = textlog.parse(b"Training starts at step 6501\n", 0, after=5)
-    assert [r.kind for r in records] == [EVENT]
+    assert [r.kind for r in records] == [EVENT, EVENT]  # its launch's run_start, the resume
     assert events(b"Training starts at step 6501\n") == [
         ("resume", {"step": 6500, "from_step": 6500})]
 
@@ -143,7 +144,8 @@ def test_training_starts_at_a_later_step_is_a_resume_and_no_row():
 def test_lines_that_say_no_save_or_resume_happened(line):
     """Each such line before a real save: only the save is an event, and nothing a row."""
     records, problems = textlog.parse(line + b"\nsaving checkpoint to out\n", 0, after=5)
-    assert problems == [] and [(r.offset, r.kind) for r in records] == [(len(line) + 1, EVENT)]
+    assert problems == [] and [(r.offset, r.kind) for r in records
+                               if r.data.get("event") != "run_start"] == [(len(line) + 1, EVENT)]
 
 
 def test_event_lines_alone_do_not_make_a_file_a_log():
@@ -161,7 +163,8 @@ def test_through_the_tailer_the_events_are_stored_with_their_step(tmp_path):
     shutil.copy(DATA / "events_torchtitan.log", run / "train.log")
     with ingest(tmp_path / "logs") as mon:
         got = query(mon, "SELECT kind, step, data->>'blocked_s', data->>'inferred' FROM events "
-                         "WHERE run = 'titan' ORDER BY \"offset\"")
+                         "WHERE run = 'titan' AND kind NOT IN ('run_start', 'run_end') "
+                         "ORDER BY \"offset\"")
         rows = query(mon, "SELECT count(*) FROM metrics_all WHERE run = 'titan'")
     assert got == [("resume", 5500, None, "false"), ("checkpoint_start", 5503, None, "false"),
                    ("checkpoint_end", 5503, "20.72", "false"),

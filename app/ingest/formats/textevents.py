@@ -1,5 +1,6 @@
-"""Events that text logs write in words: checkpoint saves and resumes, as the trainers print
-them. torchtitan's line (its logging prefix removed by textlog.py)::
+"""Events that text logs write in words: checkpoint saves, resumes, launches and the end of
+training, as the trainers print them. torchtitan's line (its logging prefix removed by
+textlog.py)::
 
     Finished saving the checkpoint (or staging if async is enabled) in 17.46 seconds.
 
@@ -19,7 +20,20 @@ the line gives:
 - ``blocked_s`` / ``blocked_ms``: how long the training loop waited for the save (these logs
   time a blocking save, or the blocking staging of an async one), stored in seconds;
   ``load_s``: how long a resume's load took; ``path``, ``checkpoint``, ``state``, ``epoch``,
-  ``attempt``: as named.
+  ``attempt``, ``exitcode``: as named;
+- ``facts``: what the wording itself says. A line that says training ended (torchtitan's
+  "Training completed", the HF Trainer's "Training completed. Do not forget to share your
+  model...", Megatron's "[after training is done]", Lightning's "`Trainer.fit` stopped:
+  `max_epochs=40` reached.", llm.c's "total average iteration time") is a ``run_end`` with
+  status ``completed``; torchelastic's "failed (exitcode: -6) local_rank: ..." (a worker
+  died, the launch is over) one with status ``failed``. An error, a traceback or a shell's
+  "Killed" is none: every rank prints them, some are caught, and a kill names no run.
+  nanoGPT prints nothing at its end;
+- ``launch``: the line starts a process that trains (torchtitan's "Training starts at step",
+  a wrapper's "ATTEMPT #2 ... RESUME", the Trainer's "***** Running training *****",
+  Megatron's "[before the start of training step]"): a ``run_start`` comes first, once per
+  launch, as our trainer writes one at every attempt, so a run a line ended is running again
+  when its log shows it launched again (runs.status is the last run_start or run_end).
 
 Lines about one event follow each other with no training line between (Megatron's "saving",
 "successfully saved" and its timer; torchtitan's "Loading the checkpoint" and "Training
@@ -48,6 +62,8 @@ class EventLine:
     kind: str  # the v1 event kind (docs/log-format.md)
     pattern: re.Pattern
     alone: bool = True  # False: only adds its facts to the event the lines before began
+    facts: tuple = ()  # what the wording itself says: (("status", "completed"),)
+    launch: bool = False  # a process starting to train: a run_start comes before its event
 
 
 _NUM = r"\d+(?:\.\d*)?"
@@ -55,10 +71,16 @@ _PATH = r"[^\s\"'{}()]+"  # no quote, brace or parenthesis: a path printed, not 
 _ASYNC = r"(?: \(or staging if async is enabled\))?"
 
 
-def _line(trainer: str, kind: str, body: str, alone: bool = True) -> EventLine:
+def _line(trainer: str, kind: str, body: str, alone: bool = True, facts: tuple = (),
+          launch: bool = False) -> EventLine:
     """The message ``body`` after a line's start or a separator (a tqdm bar, a logger's
     ``- INFO - name - ``), ending the line."""
-    return EventLine(trainer, kind, re.compile(rf"(?:^|(?<=[\s\]>|:-])){body}\s*$"), alone)
+    return EventLine(trainer, kind, re.compile(rf"(?:^|(?<=[\s\]>|:-])){body}\s*$"), alone,
+                     facts, launch)
+
+
+COMPLETED = (("status", "completed"),)
+FAILED = (("status", "failed"),)
 
 
 LINES = (
@@ -73,10 +95,17 @@ LINES = (
     _line("torchtitan", "resume", r"Loading the checkpoint at step (?P<from_step>\d+)\.?"),
     _line("torchtitan", "resume", rf"Finished loading (?:the|resume) checkpoint in "
           rf"(?P<load_s>{_NUM}) seconds\.?", alone=False),
-    _line("torchtitan", "resume", r"Training starts at step (?P<next_step>\d+)(?:,.*)?"),
+    _line("torchtitan", "resume", r"Training starts at step (?P<next_step>\d+)(?:,.*)?",
+          launch=True),
+    # train.py's last line, the whole message ("Epoch 3: Training completed" is a script's)
+    _line("torchtitan", "run_end", r"^Training completed\.?", facts=COMPLETED),
     # a retry wrapper's line around torchrun (realdata/torchtitan-crash-resume)
     _line("wrapper", "resume", rf"ATTEMPT #(?P<attempt>\d+)(?: [\w=.-]+)* RESUME from "
-          rf"(?P<checkpoint>{_PATH})"),
+          rf"(?P<checkpoint>{_PATH})", launch=True),
+    # torchelastic's agent: a worker process died (a signal, an error), so the launch is over;
+    # a "CUDA error" or a traceback is not (every rank prints them, and some are caught)
+    _line("torchelastic", "run_end", r"failed \(exitcode: (?P<exitcode>-?\d+)\) local_rank: "
+          r"\d+ \(pid: \d+\) of binary: .*", facts=FAILED),
     # Megatron-LM and Megatron-DeepSpeed (megatron/training/checkpointing.py, its timers)
     _line("megatron", "checkpoint_start", rf"saving checkpoint at iteration\s+(?P<step>\d+) "
           rf"to (?P<path>{_PATH})(?: in \S+ format)?"),
@@ -91,6 +120,11 @@ LINES = (
           rf"(?P<blocked_ms>{_NUM})(?: \|.*)?"),  # the older timers' one line
     _line("deepspeed", "checkpoint_start", rf"\[Rank \d+\] Saving model checkpoint: "
           rf"(?P<path>(?:{_PATH}?/)?global_step(?P<step>\d+)(?:/{_PATH})?)"),
+    # megatron/training/training.py's print_datetime around train()
+    _line("megatron", "run_start", r"^\[before the start of training step\](?: datetime: .*)?",
+          launch=True),
+    _line("megatron", "run_end", r"^\[after training is done\](?: datetime: .*)?",
+          facts=COMPLETED),
     _line("megatron", "resume", rf"loading checkpoint from (?P<checkpoint>{_PATH}) at iteration "
           rf"(?P<from_step>\d+)"),
     _line("megatron", "resume", rf"successfully loaded checkpoint from (?P<checkpoint>{_PATH})"
@@ -102,15 +136,24 @@ LINES = (
           r"\.bin)"),
     _line("llm.c", "checkpoint_end", rf"Writing state to (?P<state>{_PATH}?state_(?P<step>\d+)"
           r"_\d+\.bin)"),
-    # the Hugging Face Trainer at INFO (Trainer._save)
+    _line("llm.c", "run_end", rf"^total average iteration time: {_NUM} ms",  # after the loop
+          facts=COMPLETED),
+    # the Hugging Face Trainer at INFO (Trainer._save, _inner_training_loop)
     _line("transformers", "checkpoint_end", rf"Saving model checkpoint to (?P<path>{_PATH})"),
+    _line("transformers", "run_start", r"\*{5} Running training \*{5}", launch=True),
+    _line("transformers", "run_end", r"Training completed\. Do not forget to share your model "
+          r"on huggingface\.co/models =\)", facts=COMPLETED),
     # Lightning's ModelCheckpoint(verbose=True)
     _line("lightning", "checkpoint_end", r"Epoch (?P<epoch>\d+), global step (?P<step>\d+): "
           r".{1,200}?, saving model to (?P<path>'[^']*'|\"[^\"]*\"|\S+) as top \d+"),
+    # Lightning's fit loop at its planned end (not "No training batches", nor an early stop)
+    _line("lightning", "run_end", r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` "
+          r"reached\.?", facts=COMPLETED),
 )
 # every pattern above holds one of these: the cheap first test of every line of a log, case
 # exact and without the first letter ("Checkpoint", "checkpoint"): 7x cheaper than case-blind
-MENTION = re.compile(r"heckpoint|aving model|RESUME|raining starts|riting (?:model|state) to")
+MENTION = re.compile(r"heckpoint|aving model|RESUME|raining|riting (?:model|state) to|"
+                     r"exitcode|otal average|` stopped")
 SECONDS = {"blocked_s": "blocked_s", "blocked_ms": "blocked_s", "load_s": "load_s"}
 TEXTS = frozenset({"path", "checkpoint", "state"})
 EXCERPT = 100  # characters of the line quoted in an event's source
@@ -123,9 +166,10 @@ class Said:
         self.record: Record | None = None
         self.counted = False  # its step came from the last training line, not its own words
         self.wordings: set[EventLine] = set()  # the entries of LINES it was read from
+        self.launched = False  # a run_start came since the last training line
 
     def end(self) -> None:
-        self.record = None
+        self.record, self.launched = None, False
 
 
 def read(line: str, when: float | None, offset: int, last_step: int | None,
@@ -143,27 +187,46 @@ def read(line: str, when: float | None, offset: int, last_step: int | None,
 
 def _event(entry: EventLine, match: re.Match, line: str, when: float | None, offset: int,
            last_step: int | None, said: Said) -> list[Record]:
-    data = _facts(match)
+    data = {**_facts(match), **dict(entry.facts)}
     step, counted = data.pop(STEP, None), False
     if entry.kind == "resume":
-        if data.get("from_step") == 0:
-            return []  # loading a seed checkpoint (step 0): a fresh start
         step = step if step is not None else data.get("from_step")
     if step is None and said.record is not None:  # a save's end: at its start's step
         step, counted = said.record.data[STEP], said.counted
     if step is None:
         step, counted = last_step, True
     source = f"log line '{_excerpt(match.group(0))}' (byte {offset})"
-    if _merge(entry, step, counted, data, source, when, said):
-        return []
+    start = _launch(entry, step, data, source, offset, when, said)
+    if entry.kind == "resume" and data.get("from_step") == 0:
+        return start  # loading a seed checkpoint (step 0): a fresh start
+    if entry.kind == "run_start" or _merge(entry, step, counted, data, source, when, said):
+        return start
     if not entry.alone:
-        return []
-    record = Record(offset, EVENT, {EVENT_KEY: entry.kind, STEP: step, **data,
-                                    "inferred": False, "source": source})
+        return start
+    record = _record(entry.kind, step, data, source, offset, when)
+    said.record, said.counted, said.wordings = record, counted, {entry}
+    return [*start, record]
+
+
+def _record(kind: str, step: int | None, data: dict, source: str, offset: int,
+            when: float | None) -> Record:
+    record = Record(offset, EVENT, {EVENT_KEY: kind, STEP: step, **data, "inferred": False,
+                                    "source": source})
     if when is not None:
         record.data[TIME] = when
-    said.record, said.counted, said.wordings = record, counted, {entry}
-    return [record]
+    return record
+
+
+def _launch(entry: EventLine, step: int | None, data: dict, source: str, offset: int,
+            when: float | None, said: Said) -> list[Record]:
+    """``[run_start]`` when the line starts a process that trains (the first such line of a
+    launch), as our own trainer writes one at every attempt: a run that a line ended
+    (run_end) is running again when the same log shows it launched again."""
+    if not entry.launch or said.launched:
+        return []
+    said.launched = True
+    resumed = data.get("from_step", 0) > 0 or "checkpoint" in data
+    return [_record("run_start", step, {"resumed": resumed}, source, offset, when)]
 
 
 def _facts(match: re.Match) -> dict:
@@ -188,7 +251,9 @@ def _merge(entry: EventLine, step: int | None, counted: bool, data: dict, source
            when: float | None, said: Said) -> bool:
     """Add the line's facts to the event before when it is about the same one."""
     before = said.record
-    if before is None or before.data[EVENT_KEY] != entry.kind or entry in said.wordings:
+    if before is None or before.data[EVENT_KEY] != entry.kind:
+        return False
+    if entry in said.wordings and entry.kind != "run_end":  # one end, whatever each rank says
         return False
     if not (counted or said.counted or before.data[STEP] == step):
         return False
