@@ -40,10 +40,26 @@ MARKER_COLORS = {"checkpoint": "#7f7f7f", "epoch": "#1f77b4", "resume": "#9467bd
                  "spike": "#ff7f0e", "cliff": "#d62728", "stall": "#8c564b",
                  "nonfinite": "#17becf", "straggler": "#bcbd22", "alert": "#e377c2"}
 SPAN_KINDS = ("checkpoint", "incident")  # drawn from x0 to x1; the rest are rules at x0
+# A span narrower than this share of the x range (a checkpoint of 155 s on a 6-hour axis, a
+# stall incident at one step) is drawn as a band of NARROW_PX as well, so it is seen (issue 20)
+NARROW_SHARE = 0.004
+NARROW_PX = 7
+# A bucket id keeps its colour on every axis and every page: the colour is the id's, not the
+# order in which the ids happen to appear in the data (Vega's default; issue 20)
+BUCKET_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b",
+                 "#b279a2", "#ff9da6", "#9d755d", "#bab0ac")
+# Clock labels: 24-hour, coarser units only where the axis needs them (Vega's dynamic time
+# format; its default is 12-hour, "06:44" for 18:44 with no AM/PM)
+TIME_FORMAT = {"milliseconds": "%H:%M:%S.%L", "seconds": "%H:%M:%S", "minutes": "%H:%M",
+               "hours": "%H:%M", "day": "%b %d", "week": "%b %d", "month": "%b %Y",
+               "year": "%Y"}
+# Tick labels to the data's precision: 6 significant digits, trailing zeros dropped, so a
+# constant 10 reads "10" (not "10.000000") and float noise round 0.05 reads "0.05"
+VALUE_FORMAT = ",.6~r"
 _ALTAIR_GLOBALS = threading.Lock()
 # Every panel's y axis takes the same width, so stacked panels (drawn as separate charts)
 # line up on x whatever their tick labels ("0.001" vs "26,000").
-Y_AXIS = alt.Axis(minExtent=56, maxExtent=56)
+Y_AXIS = alt.Axis(minExtent=56, maxExtent=56, format=VALUE_FORMAT)
 SPAN_OUTLINE_PX = 2  # a span of zero width (a checkpoint inside one step) is still seen
 QUICK_ROWS = 5000    # Altair's own limit on rows embedded in one chart
 QUICK_COLUMNS = 5
@@ -76,8 +92,15 @@ def ema(values: Sequence[float], weight: float) -> np.ndarray:
 def metric_chart(series_frame: pd.DataFrame, metric: str, *, x: str = "step",
                  smooth: float = 0.0, markers: pd.DataFrame | None = None, height: int = 220,
                  x_domain: Sequence[float] | None = None,
-                 reference: float | None = None, legend: bool = True) -> alt.LayerChart:
+                 reference: float | None = None, legend: bool = True,
+                 from_zero: bool = False) -> alt.LayerChart:
     """One metric of one run: a colour per attempt, markers over it, a "zoom" brush on x.
+
+    The logged values are the strong line: where lines were bucketed it runs through each
+    bucket's min and max in the order they were logged, so the seed's loss spike to 13 reads
+    13, not a bucket's mean. ``smooth`` adds the EMA as a thin dark trend over it (the caller
+    decides which panels may be smoothed). ``from_zero``: the y range starts at 0, so a
+    millisecond of jitter in a gap or one slot of a queue stays small.
 
     Legends go above the plot, never beside it: a legend beside it would narrow this plot and
     not the others, and stacked panels must line up on x. A page stacking panels shows the
@@ -86,7 +109,8 @@ def metric_chart(series_frame: pd.DataFrame, metric: str, *, x: str = "step",
     banded = bool((rows["n"] > 1).any())
     plotted = _metric_rows(rows, x, smooth, banded)
     x_enc = _x(x, "x", x_domain)
-    y_title = _y("value:Q", metric)
+    scale = _y_scale(plotted, from_zero)
+    y_title = _y("value:Q", metric, scale)
     many = plotted["attempt"].nunique() > 1
     attempts = alt.Legend(title="attempt", orient="top") if legend and many else None
     color = alt.Color("attempt:N", legend=attempts)
@@ -94,40 +118,83 @@ def metric_chart(series_frame: pd.DataFrame, metric: str, *, x: str = "step",
     layers = []
     if banded:
         layers.append(base.mark_area(opacity=0.2).encode(
-            y=_y("lo:Q", metric), y2="hi:Q"))
-    raw = base.mark_line(opacity=0.3 if smooth > 0 else 1.0, clip=True).encode(y=y_title)
+            y=_y("lo:Q", metric, scale), y2="hi:Q"))
+    line = base.mark_line(clip=True).encode(y=y_title)
+    raw = _envelope(base, x, x_domain, metric, scale) if banded else line
     layers.append(raw.add_params(alt.selection_interval(encodings=["x"], name=ZOOM)))
     if smooth > 0:
-        layers.append(base.mark_line(clip=True).encode(
-            y=_y("smooth:Q", metric)))
+        layers.append(alt.Chart().mark_line(clip=True, color="#222", strokeWidth=1.2,
+                                            opacity=0.8).encode(
+            x=x_enc, y=_y("smooth:Q", metric, scale), detail="attempt:N"))
     layers.append(base.mark_point(opacity=0, size=60, clip=True).encode(
         y=y_title, tooltip=_point_tooltip(metric, x, banded)))
     series = alt.layer(*layers, data=plotted)
-    marks = None if markers is None or markers.empty else markers_layer(markers, x=x,
-                                                                        legend=legend)
-    extras = [c for c in (marks, _reference(reference, metric)) if c]
-    chart = alt.layer(series, *extras).resolve_scale(color="independent") if extras else series
+    marks = None if markers is None or markers.empty else markers_layer(
+        markers, x=x, legend=legend, x_domain=x_domain)
+    below, above = [c for c in (marks,) if c], [c for c in (_reference(reference, metric,
+                                                                         scale),) if c]
+    chart = alt.layer(*below, series, *above).resolve_scale(color="independent") if (
+        below or above) else series
     subtitle = f"dashed: typical {reference:.3g}" if reference is not None else ""
     return chart.properties(title=alt.Title(metric, subtitle=subtitle), height=height)
 
 
-def markers_layer(markers: pd.DataFrame, *, x: str = "step",
-                  legend: bool = True) -> alt.LayerChart:
-    """Checkpoints and incidents as spans from x0 to x1 (outlined, so a span inside one step
-    still shows), epoch starts, resumes and alerts as rules at x0; the tooltip is `label`."""
+def _envelope(base: alt.Chart, x: str, x_domain, metric: str, scale: alt.Scale) -> alt.Chart:
+    """The logged values of bucketed lines: through each bucket's min and max in the order
+    they were logged (at their own steps on a step axis), as the raw line would be drawn."""
+    at = {"x": _x(x, "at", x_domain)} if x == "step" else {}
+    return base.transform_fold(["lo", "hi"], as_=["end", "extreme"]).transform_calculate(
+        at="datum.end == 'lo' ? datum.lo_step : datum.hi_step").mark_line(clip=True).encode(
+        y=_y("extreme:Q", metric, scale), order=alt.Order("at:Q"), **at)
+
+
+def markers_layer(markers: pd.DataFrame, *, x: str = "step", legend: bool = True,
+                  x_domain: Sequence[float] | None = None) -> alt.LayerChart:
+    """Checkpoints and incidents as spans from x0 to x1 (outlined, and a band NARROW_PX wide
+    at x0 where the span is too narrow to be seen), checkpoints over incidents; epoch
+    starts, resumes and alerts as thin dashed rules at x0 over them; the tooltip is `label`.
+    Two legends, each showing its marks as drawn: squares for spans, dashed strokes for
+    rules. A chart draws these under its lines, so no band hides a spike."""
     shown = _axis(markers[["kind", "detail", "x0", "x1", "label"]], x, ("x0", "x1"))
+    shown = shown.assign(narrow=_narrow(shown, x, x_domain))
     spans = " || ".join(f"datum.kind == '{k}'" for k in SPAN_KINDS)
-    scale = _marker_scale(shown)
-    color = alt.Color("marker:N", title="marker", scale=scale,
-                      legend=alt.Legend(orient="top") if legend else None)
-    base = alt.Chart().encode(x=_x(x, "x0"), color=color, tooltip=alt.Tooltip("label:N"))
-    rects = base.mark_rect(opacity=0.25, strokeOpacity=0.8, strokeWidth=SPAN_OUTLINE_PX,
-                           clip=True).encode(x2="x1", stroke=alt.Stroke(
-                               "marker:N", scale=scale, legend=None))
-    rules = base.mark_rule(strokeWidth=1.5, strokeDash=[4, 3], clip=True)
-    return alt.layer(rects.transform_filter(spans), rules.transform_filter(f"!({spans})"),
-                     data=shown).transform_calculate(
-        marker="datum.kind == 'incident' ? datum.detail : datum.kind")
+    named = [f"datum.kind == '{k}'" for k in SPAN_KINDS]
+    span_scale = _marker_scale(shown[shown["kind"].isin(SPAN_KINDS)])
+    rule_scale = _marker_scale(shown[~shown["kind"].isin(SPAN_KINDS)])
+
+    def base(scale, symbols):
+        top = alt.Legend(orient="top", title=None, **symbols) if legend else None
+        color = alt.Color("marker:N", title="marker", scale=scale, legend=top)
+        # the panel's domain: a layer without one would widen the shared x to its data
+        return alt.Chart().encode(x=_x(x, "x0", x_domain), tooltip=alt.Tooltip("label:N"),
+                                  color=color)
+
+    square = base(span_scale, {"symbolType": "square"})
+    rects = square.mark_rect(opacity=0.25, strokeOpacity=0.8, strokeWidth=SPAN_OUTLINE_PX,
+                             clip=True).encode(x2="x1", stroke=alt.Stroke(
+                                 "marker:N", scale=span_scale, legend=None))
+    bands = square.mark_rule(strokeWidth=NARROW_PX, opacity=0.35, clip=True).encode(
+        color=alt.Color("marker:N", scale=span_scale, legend=None))
+    rules = base(rule_scale, {"symbolType": "stroke", "symbolDash": [4, 3],
+                              "symbolStrokeWidth": 2}).mark_rule(
+        strokeWidth=1.5, strokeDash=[4, 3], clip=True)
+    drawn = alt.layer(rects.transform_filter(named[1]),
+                      bands.transform_filter(f"datum.narrow && {named[1]}"),
+                      rects.transform_filter(named[0]),
+                      bands.transform_filter(f"datum.narrow && {named[0]}"))
+    return alt.layer(drawn, rules.transform_filter(f"!({spans})"), data=shown
+                     ).transform_calculate(
+        marker="datum.kind == 'incident' ? datum.detail : datum.kind").resolve_scale(
+        color="independent")
+
+
+def _narrow(shown: pd.DataFrame, x: str, x_domain: Sequence[float] | None) -> pd.Series:
+    """Which spans would be a hairline: narrower than NARROW_SHARE of the x range."""
+    width = (shown["x1"] - shown["x0"]).fillna(0.0)
+    if x_domain is None or len(x_domain) != 2:
+        return width <= 0
+    extent = abs(float(x_domain[1]) - float(x_domain[0])) * (1000 if x == "time" else 1)
+    return width <= NARROW_SHARE * extent if np.isfinite(extent) else width <= 0
 
 
 def _marker_scale(shown: pd.DataFrame) -> alt.Scale:
@@ -151,10 +218,33 @@ def bucket_strip(strip: pd.DataFrame, *, x: str = "step",
                 axis=alt.Axis(minExtent=Y_AXIS.minExtent, maxExtent=Y_AXIS.maxExtent,
                               labels=False, ticks=False, grid=False, domain=False)),
         y2="top:Q",
-        color=alt.Color("bucket:N", legend=alt.Legend(orient="top")),
+        color=alt.Color("bucket:N", legend=alt.Legend(orient="top"), scale=_bucket_scale(cells)),
         opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]),
                             legend=None),
         tooltip=["step:Q", "micro:Q", "bucket:N", alt.Tooltip("share:Q", format=".0%")])
+
+
+def _bucket_scale(cells: pd.DataFrame) -> alt.Scale:
+    """Bucket colours by id (BUCKET_COLORS), listed in id order."""
+    ids = sorted(set(cells["bucket"].dropna()), key=_bucket_order)
+    # the data's own values (a number is not its text to Vega's ordinal scale)
+    return alt.Scale(domain=[b.item() if hasattr(b, "item") else b for b in ids],
+                     range=[BUCKET_COLORS[_bucket_index(b) % len(BUCKET_COLORS)] for b in ids])
+
+
+def _bucket_order(bucket) -> tuple:
+    try:
+        return (0, float(bucket), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(bucket))
+
+
+def _bucket_index(bucket) -> int:
+    """An integer id's own index; any other id's a stable hash of its text."""
+    try:
+        return int(float(bucket))
+    except (TypeError, ValueError, OverflowError):
+        return int(hashlib.sha1(str(bucket).encode()).hexdigest()[:8], 16)
 
 
 def rank_chart(times: pd.DataFrame, *, x_domain: Sequence[float] | None = None,
@@ -292,7 +382,7 @@ def selected_steps(zoom: dict, frame: pd.DataFrame, x: str = "step") -> tuple[in
 def _metric_rows(rows: pd.DataFrame, x: str, smooth: float, banded: bool) -> pd.DataFrame:
     """The columns a metric chart embeds: no lo/hi unless a band is drawn, no step unless it
     differs from x, the EMA per attempt when smoothing."""
-    keep = ["attempt", "x", "value"] + (["lo", "hi", "n"] if banded else [])
+    keep = ["attempt", "x", "value"] + (["lo", "hi", "n", "lo_step", "hi_step"] if banded else [])
     keep += [] if x == "step" and not banded else ["step"]
     plotted = _axis(rows[keep], x, ("x",))
     if smooth > 0:
@@ -313,20 +403,39 @@ def _point_tooltip(metric: str, x: str, banded: bool) -> list:
     return [*tips, "attempt:N"]
 
 
-def _y(field: str, title: str) -> alt.Y:
+def _y(field: str, title: str, scale: alt.Scale | None = None) -> alt.Y:
     """A panel's y: no axis title (the panel's title names the metric, and a long name turned
     on its side would take the plot's height: Streamlit fits title, legend and axes inside a
     chart's height), and an axis of fixed width, so stacked panels line up on x."""
     del title  # named in the chart's title and the tooltip
-    return alt.Y(field, title=None, scale=alt.Scale(zero=False), axis=Y_AXIS)
+    return alt.Y(field, title=None, scale=scale or alt.Scale(zero=False), axis=Y_AXIS)
 
 
-def _reference(value: float | None, metric: str) -> alt.Chart | None:
+def _y_scale(plotted: pd.DataFrame, from_zero: bool) -> alt.Scale:
+    """The y range: from 0 when asked; a series constant to float noise (a gap of
+    0.049999999995 s, a constant 10) spans ±5% of its value (±1 at 0) rather than a range
+    Vega would fill with ticks ten digits long."""
+    if from_zero:
+        return alt.Scale(zero=True)
+    values = pd.concat([plotted[c] for c in ("value", "lo", "hi") if c in plotted])
+    values = values[np.isfinite(values.to_numpy(dtype=float))]
+    if values.empty:
+        return alt.Scale(zero=False)
+    low, high = float(values.min()), float(values.max())
+    middle = (low + high) / 2
+    if high - low > 1e-9 * max(abs(middle), 1e-300):
+        return alt.Scale(zero=False)
+    pad = abs(middle) * 0.05 or 1.0
+    return alt.Scale(domain=[middle - pad, middle + pad], nice=False, zero=False)
+
+
+def _reference(value: float | None, metric: str, scale: alt.Scale | None = None
+               ) -> alt.Chart | None:
     if value is None:
         return None
     return alt.Chart(pd.DataFrame({"typical": [float(value)]})).mark_rule(
         color="#555", strokeDash=[6, 3]).encode(
-        y=_y("typical:Q", metric),
+        y=_y("typical:Q", metric, scale),
         tooltip=alt.Tooltip("typical:Q", title="typical", format=".3g"))
 
 
@@ -340,7 +449,8 @@ def _x(x: str, field: str, domain: Sequence[float] | None = None) -> alt.X:
         shown = _dates(shown)
     # nice=False: the range asked for (the URL's from/to) is the range drawn, not rounded out
     scale = alt.Scale() if shown is None else alt.Scale(domain=shown, nice=False)
-    return alt.X(f"{field}:{kind}", title=AXIS_TITLES.get(x, x), scale=scale)
+    axis = alt.Axis(format=TIME_FORMAT) if x == "time" else alt.Axis(format=VALUE_FORMAT)
+    return alt.X(f"{field}:{kind}", title=AXIS_TITLES.get(x, x), scale=scale, axis=axis)
 
 
 def _axis(frame: pd.DataFrame, x: str, columns: tuple[str, ...]) -> pd.DataFrame:

@@ -13,8 +13,10 @@ run costs one cache lookup per refresh, and a growing run is built once per new 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -27,6 +29,22 @@ STRIP_HEIGHT = 250
 LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
 STRIP = "buckets"  # the strip's panel name (never a metric's: it is not in `metrics`)
 RANKS = "rank step time"  # per-rank seconds per step of a multi-process run (on x = step)
+# Smoothing is for the noisy per-batch numbers a person reads a trend from (loss, accuracy,
+# perplexity); a gap, a queue, a learning rate or a bucket is read as logged, since its
+# drops and jumps are the story (issue 20: EMA 0.6 drew the seed's queue drop to 0 as 1.8
+# and bent the lr warm-up)
+SMOOTHED = re.compile(r"loss|acc|perplex|ppl", re.IGNORECASE)
+# Panels whose y starts at 0: seconds, steps and slots, where 1 ms of jitter or one slot
+# must look small next to the whole
+FROM_ZERO = re.compile(r"^gap_|queue", re.IGNORECASE)
+
+
+def smoothed(metric: str) -> bool:
+    return bool(SMOOTHED.search(metric)) and metric not in source.GAP_METRICS
+
+
+def from_zero(metric: str) -> bool:
+    return bool(FROM_ZERO.search(metric))
 
 
 @dataclass
@@ -50,6 +68,7 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
     """Every panel of the Run page for these metrics and this view, in the page's order, the
     bucket strip under the loss chart."""
     series, frame, marks, strip = _read(run, version, metrics, lo, hi, x)
+    marks = _saves_to_next_line(marks, frame) if x == "step" else marks
     domain = _x_domain(frame, x, lo, hi)
     typical = source.typical_gap(run, version)
     drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
@@ -57,8 +76,9 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
     for metric in drawn:
         first = metric == drawn[0]
         height = HEIGHT + (LEGEND_HEIGHT if first else 0)
-        chart = charts.metric_chart(frame, metric, x=x, smooth=smooth, markers=marks,
-                                    height=height, x_domain=domain, legend=first,
+        chart = charts.metric_chart(frame, metric, x=x, smooth=smooth if smoothed(metric) else 0,
+                                    markers=marks, height=height, x_domain=domain,
+                                    legend=first, from_zero=from_zero(metric),
                                     reference=typical if metric == "gap_s" else None)
         rows = frame.loc[frame["metric"] == metric, ["x", "step"]]
         out.charts.append(Panel(metric, charts.vega_lite(chart), height, rows))
@@ -86,6 +106,25 @@ def _read(run: str, version: tuple, metrics: tuple, lo, hi, x: str):
     frame = series.frame
     return (series, frame, source.markers(run, version, lo, hi, x),
             source.strip(run, version, lo, hi, x))
+
+
+def _saves_to_next_line(marks: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """On a step axis a checkpoint inside one step spans to the next step drawn after it:
+    the steps the save kept from being logged (issue 20: the seed's 155 s save at step 2000
+    was a hairline, and its next line is at step 2027). A long run's frame is bucketed, so
+    the end is the next bucket's start: off by less than a bucket, a pixel or so."""
+    saves = (marks["kind"] == "checkpoint") & (marks["x1"] == marks["x0"]) if not marks.empty \
+        else pd.Series(dtype=bool)
+    if not saves.any() or frame.empty:
+        return marks
+    steps = np.unique(frame["step"].to_numpy(dtype=float))
+    at = np.searchsorted(steps, marks.loc[saves, "x0"].to_numpy(dtype=float), side="right")
+    found = at < len(steps)
+    ends = marks.loc[saves, "x1"].to_numpy(dtype=float).copy()
+    ends[found] = steps[at[found]]
+    out = marks.copy()
+    out.loc[saves, "x1"] = ends
+    return out
 
 
 def _x_domain(frame: pd.DataFrame, x: str, lo, hi) -> list[float] | None:

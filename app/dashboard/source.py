@@ -30,7 +30,9 @@ from ..errors import CliffwatchError
 
 X_UNITS = ("step", "elapsed", "time")
 MAX_STEP = 2**63 - 1  # a step is a BIGINT: a larger from/to is no step at all
-DEFAULT_SMOOTH = 0.6
+# no smoothing unless asked: the page exists to show spikes, and an EMA drew the seed's loss
+# spike to 13 as 2.5 (issue 20)
+DEFAULT_SMOOTH = 0.0
 MAX_SMOOTH = 0.99
 # the panels of the Run page, top to bottom, when the run has them
 # grad_norm and learning_rate: what other trainers' logs hold (HF, llm.c) besides the loss
@@ -157,6 +159,27 @@ def find_runs(q: str | None, limit: int = PICKS) -> tuple[list[str], int]:
 
     table, total = runs_mod.listed(cursor(), runs_mod.Ask(q=q, limit=limit))
     return table["run"].astype(str).tolist(), total
+
+
+def run_row(run: str) -> dict | None:
+    """The Runs table's row of this one run (state, since_last_s, last_step, last_loss, ...),
+    judged as the Runs page judges it; None when it is not listed."""
+    from ..read import runs as runs_mod
+
+    # a glob matching this name alone (any case): each character in brackets, so a name
+    # holding "*", "?" or "[" is matched as itself
+    exact = "".join(f"[{c}]" if c in "*?[" or (i == 0 and c not in "!^]") else c
+                    for i, c in enumerate(run))
+    table = runs_page(runs_mod.Ask(q=exact, limit=20)).table
+    rows = table[table["run"] == run]
+    return None if rows.empty else rows.iloc[0].to_dict()
+
+
+def clock(unix_s: float) -> str:
+    """A time of day as the pages print it: 24-hour UTC, with the date."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(unix_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def have_runs() -> bool:

@@ -148,10 +148,12 @@ def test_band_only_when_some_bucket_holds_more_than_one_line():
     assert [r["hi"] for r in datasets(bucketed)[0]] == [3.0, 2.5, 10.0, 2.2]
 
 
-def test_smoothing_draws_the_raw_line_faint_behind_the_ema_per_attempt():
+def test_smoothing_draws_the_ema_thin_over_the_raw_line_per_attempt():
+    """The logged line stays the strong one (issue 20): the EMA is a thin trend over it."""
     spec = charts.metric_chart(frame(), "loss", smooth=0.6).to_dict()
     raw, smooth = [u for u in layers(spec) if u["mark"]["type"] == "line"]
-    assert raw["mark"]["opacity"] < 1 and "opacity" not in smooth["mark"]
+    assert raw["mark"].get("opacity", 1) == 1 and smooth["mark"]["opacity"] < 1
+    assert smooth["mark"]["strokeWidth"] < 2
     assert smooth["encoding"]["y"]["field"] == "smooth"
     rows = datasets(spec)[0]
     # attempts are smoothed apart: attempt 2 starts afresh at its own first value
@@ -181,7 +183,8 @@ def test_time_axis_is_temporal_in_milliseconds():
     by_columns = {tuple(sorted(d[0])): d for d in datasets(spec)}
     assert [r["x"] for r in by_columns[("attempt", "step", "value", "x")]][:2] == [
         1.7e12, (1.7e9 + 5) * 1000]
-    assert by_columns[("detail", "kind", "label", "x0", "x1")][0]["x0"] == (1.7e9 + 5) * 1000
+    assert by_columns[("detail", "kind", "label", "narrow", "x0", "x1")][0]["x0"] == (
+        1.7e9 + 5) * 1000
 
 
 def test_reference_line_at_the_typical_gap():
@@ -273,8 +276,12 @@ def test_incidents_are_coloured_by_kind_and_alerts_marked():
     chart = charts.markers_layer(marks).properties(width=WIDTH)
     colors = charts.MARKER_COLORS
     assert [i["fill"] for i in items(chart, "rect")] == [colors["spike"], colors["stall"]]
-    assert [i["stroke"] for i in items(chart, "rule")] == [colors["alert"], colors["resume"]]
-    tooltip = chart.to_dict()["layer"][0]["encoding"]["tooltip"]
+    rules = [i for i in items(chart, "rule") if i["strokeWidth"] < charts.NARROW_PX]
+    assert [i["stroke"] for i in rules] == [colors["alert"], colors["resume"]]
+    # the stall, at one step, is a band of fixed width too, so it is seen (issue 20)
+    bands = [i for i in items(chart, "rule") if i["strokeWidth"] == charts.NARROW_PX]
+    assert [i["stroke"] for i in bands] == [colors["stall"]]
+    tooltip = layers(chart.to_dict())[0]["encoding"]["tooltip"]
     assert tooltip == {"field": "label", "type": "nominal"}
 
 

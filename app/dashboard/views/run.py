@@ -6,6 +6,9 @@ there, and the charts re-read that range at full resolution. The charts sit in a
 that refreshes every 2 s without touching the URL, so the zoom survives each refresh.
 """
 
+import time
+
+import pandas as pd
 import streamlit as st
 
 if not __package__:  # Streamlit runs a page as a script, outside any package
@@ -91,15 +94,24 @@ def controls(run: str, view: source.RunView, ver: tuple) -> None:
     state["c-x"] = view.x if view.x in units else units[0]
     state["c-smooth"] = view.smooth
     state["c-metrics"] = chosen_metrics(view, options)
-    state["c-from"], state["c-to"] = view.lo, view.hi
     top = st.columns([3, 2, 5])
     top[0].radio("x axis", units, key="c-x", horizontal=True, on_change=write_param,
                  args=("x", "c-x"))
     top[1].slider("smoothing", 0.0, source.MAX_SMOOTH, step=0.01, key="c-smooth",
                   on_change=write_param, args=("smooth", "c-smooth"),
-                  help="TensorBoard's debiased EMA; the raw series is drawn faint behind")
+                  help="TensorBoard's debiased EMA of the loss-like panels (loss, accuracy, "
+                  "perplexity), a thin dark trend over the logged line; gap, queue, lr and "
+                  "bucket panels are never smoothed")
     top[2].multiselect("metrics", options, key="c-metrics", on_change=write_param,
                        args=("metrics", "c-metrics"))
+
+
+def zoom_row(run: str, view: source.RunView, ver: tuple) -> None:
+    """from/to steps and Reset zoom. Drawn in the live fragment, so the placeholders (the
+    run's first and last step) follow a live run (issue 20: they stayed at 469 while the
+    last step was 519)."""
+    state = st.session_state
+    state["c-from"], state["c-to"] = view.lo, view.hi
     span = source.step_span(run, ver) or (0, 0)
     low = st.columns([2, 2, 2, 5], vertical_alignment="bottom")
     low[0].number_input("from step", min_value=0, step=1, key="c-from", on_change=write_param,
@@ -157,11 +169,36 @@ def untimed_note(run: str) -> None:
 
 
 @st.fragment(run_every=source.REFRESH_S)
+def stall_banner(run: str) -> None:
+    """At the top, while the run is stalled: since when, and its last line (issue 20: a
+    firing stall's link opened a page whose charts simply ended)."""
+    row = source.run_row(run)
+    if row is None or row.get("state") != "stalled":
+        return
+    st.error(stalled_text(run, row))
+
+
+def stalled_text(run: str, row: dict) -> str:
+    quiet = float(row["since_last_s"])
+    when = source.clock(time.time() - quiet)
+    values = ", ".join(f"{name} {row[key]:.4g}" for key, name in (
+        ("last_loss", "loss"), ("last_accuracy", "accuracy")) if pd.notna(row.get(key)))
+    step = row.get("last_step")
+    last = (f"step {int(step)}" if pd.notna(step) else "no step") + (
+        f", {source.md(values)}" if values else "")
+    alert = " A stall alert is firing." if row.get("alert_state") == "firing" else ""
+    return (f"**Stalled**: run {source.md(run)} has written no line for {quiet:,.0f} s, "
+            f"since {when}. Its last line: {last}.{alert} The charts end there; they go on "
+            "by themselves when the run writes again.")
+
+
+@st.fragment(run_every=source.REFRESH_S)
 def live(run: str) -> None:
     view = source.parse_run_view(st.query_params)  # the URL as of now (a zoom changes it)
     ver = source.version(run)
     metrics = tuple(chosen_metrics(view, available(run, ver)))
     drawn = panels.run_panels(run, ver, metrics, view.x, view.smooth, view.lo, view.hi)
+    zoom_row(run, view, ver)
     caption(run, view, drawn, ver)
     if not drawn.charts:
         st.info(f"Run {source.md(run)} has no lines to chart in this range yet; Reset zoom "
@@ -189,6 +226,7 @@ def page() -> None:
     if run is None:
         return
     st.title(source.md(run))
+    stall_banner(run)
     source.health_warning()
     ver = source.version(run)
     if source.step_span(run, ver) is None:
