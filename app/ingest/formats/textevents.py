@@ -166,10 +166,10 @@ class Said:
         self.record: Record | None = None
         self.counted = False  # its step came from the last training line, not its own words
         self.wordings: set[EventLine] = set()  # the entries of LINES it was read from
-        self.launched = False  # a run_start came since the last training line
+        self.launched: Record | None = None  # the run_start since the last training line
 
     def end(self) -> None:
-        self.record, self.launched = None, False
+        self.record, self.launched = None, None
 
 
 def read(line: str, when: float | None, offset: int, last_step: int | None,
@@ -200,12 +200,22 @@ def _event(entry: EventLine, match: re.Match, line: str, when: float | None, off
     if entry.kind == "resume" and data.get("from_step") == 0:
         return start  # loading a seed checkpoint (step 0): a fresh start
     if entry.kind == "run_start" or _merge(entry, step, counted, data, source, when, said):
+        _resumed_at(said)
         return start
     if not entry.alone:
         return start
     record = _record(entry.kind, step, data, source, offset, when)
     said.record, said.counted, said.wordings = record, counted, {entry}
+    _resumed_at(said)
     return [*start, record]
+
+
+def _resumed_at(said: Said) -> None:
+    """A launch that resumes starts at its checkpoint's step, as our trainer writes it (the
+    wrapper's ATTEMPT line knows no step; the load after it does)."""
+    if said.launched is not None and said.record is not None \
+            and said.record.data[EVENT_KEY] == "resume":
+        said.launched.data[STEP] = said.record.data[STEP]
 
 
 def _record(kind: str, step: int | None, data: dict, source: str, offset: int,
@@ -222,11 +232,11 @@ def _launch(entry: EventLine, step: int | None, data: dict, source: str, offset:
     """``[run_start]`` when the line starts a process that trains (the first such line of a
     launch), as our own trainer writes one at every attempt: a run that a line ended
     (run_end) is running again when the same log shows it launched again."""
-    if not entry.launch or said.launched:
+    if not entry.launch or said.launched is not None:
         return []
-    said.launched = True
     resumed = data.get("from_step", 0) > 0 or "checkpoint" in data
-    return [_record("run_start", step, {"resumed": resumed}, source, offset, when)]
+    said.launched = _record("run_start", step, {"resumed": resumed}, source, offset, when)
+    return [said.launched]
 
 
 def _facts(match: re.Match) -> dict:
