@@ -63,7 +63,7 @@ def main() -> None:
     rng = random.Random(19)
     jsonl("two-writers", two_writers(rng))
     dup = plain(list(range(1, 101)), rng)
-    jsonl("duplicate", dup[:50] + [dup[49]] + dup[50:])
+    jsonl("duplicate", [*dup[:50], dup[49], *dup[50:]])
     steps = list(range(10, 1010, 10))
     steps[48], steps[49] = steps[49], steps[48]
     jsonl("out-of-order", plain(steps, rng, per_epoch=500))
