@@ -210,6 +210,12 @@ def test_alerts_page_shows_each_rules_when_in_full(served, tab):
     box = cell.bounding_box()
     assert box["x"] + box["width"] <= table["x"] + table["width"] + 1  # wrapped, not cut
     assert box["x"] + box["width"] <= WIDTH
+    runs = tab.locator("[data-testid=stTable] td", has_text=re.compile(r"^\*$"))
+    assert runs.count() == 3  # each built-in rule's runs "*", as typed (not a bullet)
+    # the States grid fits too, the llm.c run's long name and all
+    scroller = tab.locator(f"{GRID} .dvn-scroller").first
+    wide, shown = scroller.evaluate("s => [s.scrollWidth, s.clientWidth]")
+    assert wide <= shown, f"the States table is {wide} px wide in {shown} px"
 
 
 def test_an_empty_states_table_says_none(empty):  # noqa: F811

@@ -28,8 +28,9 @@ from . import source
 
 ACTIVE = ("firing", "pending")
 # the States grid's columns, the ones a reader scans first, so they fit the page's width
+# (the API's /api/alerts has every column); a long run name is cut in its own cell
 STATE_COLUMNS = ["rule", "run", "metric", "state", "changed_step", "changed_time", "value",
-                 "episode", "pending_lines", "notified_time"]
+                 "notified_time"]
 
 
 def attempts(outbox: list[dict]) -> str:
@@ -95,7 +96,8 @@ def live() -> None:
         st.caption("None.")  # as the other sections say, not an empty grid
     else:
         st.dataframe(readable_times(states), hide_index=True, width="stretch",
-                     column_order=STATE_COLUMNS)
+                     column_order=STATE_COLUMNS, column_config={
+                         "run": st.column_config.TextColumn("run", width="medium")})
     st.subheader("Silences in force")
     silences = pd.DataFrame(view.get("silences") or [])
     if silences.empty:
@@ -126,7 +128,8 @@ def rules_section(view: dict) -> list[str]:
         return []
     # a static table, whose cells wrap: each rule's "when" is read in full, never cut off
     # at the grid's column edge (issue 20, item 7)
-    shown = pd.DataFrame(rules)[["name", "type", "severity", "runs", "when"]]
+    # st.table reads its cells as Markdown: a rule's runs "*" would be a bullet
+    shown = pd.DataFrame(rules)[["name", "type", "severity", "runs", "when"]].map(source.md)
     st.table(shown.set_index("name"))
     return [r["name"] for r in rules]
 
