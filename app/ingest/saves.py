@@ -20,7 +20,9 @@ of that save, not saves of their own. A weights file with no step in its name is
 the last step the run logged before its modification time, once the run's log has lines at
 or after that time (until then it is asked again at each look); a run whose lines carry no
 time cannot place it (an ``info`` row says so once). A save whose run has no log (a folder of
-downloaded weights) makes no run: it waits for one.
+downloaded weights) makes no run: it waits for one, looked at every tick while it is new (the
+log of a live run is read within a tick or two), else at the sweep. An HF ``checkpoint-N/``
+does not wait: the Trainer writes the trainer_state.json inside it last.
 
 With ``report_to="none"`` the Trainer writes its state only into ``checkpoint-N/`` folders
 until the end. Their ``trainer_state.json`` belong to the run of the output folder: the newest
@@ -39,7 +41,7 @@ import stat
 import time
 from pathlib import Path
 
-from .filestate import FileState
+from .filestate import FileState, grown
 from .formats import detect
 from .parse import Parsed, Problem
 from .store import Batch, Store
@@ -54,6 +56,7 @@ CONTAINERS = frozenset({"checkpoints", "checkpoint", "ckpt", "ckpts"})
 STEP_IN_NAME = re.compile(r"(?:^|[^a-z])(?:step|iter|global_step|checkpoint|ckpt)[-=_]?(\d+)",
                           re.I)
 FINAL = math.inf  # the rank of the trainer_state.json the Trainer writes at the end
+RECENT_S = 600.0  # a save this new that waits is looked at every tick (tail.py's LIVE_S)
 NO_TIME = ("the run's lines carry no time (a step in its name, such as model_step1200.pt, "
            "would place it)")
 
@@ -79,35 +82,42 @@ def step_of(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def read(store: Store, state: FileState, path: str) -> None:
+def read(store: Store, state: FileState, path: str) -> bool:
     """Store a save's event once; nothing when stored already, gone, or not placed yet (its
-    run has no log yet, or the log has not been read past the save's time)."""
+    run has no log yet, or the log has not been read past the save's time). Returns whether
+    to look again at every tick: a save made in the last RECENT_S that waits for its run's
+    lines (older ones wait for the sweep)."""
     if state.offset or state.state != "ok":
-        return
+        return False
     try:
         info = os.lstat(path)
     except OSError:
-        return  # gone before it was seen (save_total_limit): nothing to say of it
+        return False  # gone before it was seen (save_total_limit): nothing to say of it
     name = path.rstrip("/").rpartition("/")[2]
     logs, before, latest, lines = store.db.run("ingest/save_place", {
         "run": state.run, "mtime": info.st_mtime}).fetchone()
     step, source = step_of(name), _source(name, info)
-    if not logs:
-        return  # weights with no log beside them (a model folder) make no run
+    recent = time.time() - info.st_mtime < RECENT_S
+    # weights with no log beside them (a model folder) make no run; an HF checkpoint-N/ is
+    # a run's whether or not its trainer_state.json is there yet (it is written last)
+    if not logs and not detect.CHECKPOINT.fullmatch(name):
+        return recent
     parsed = Parsed()
     if step is None and lines and (latest is None or before is None):
         parsed.problems.append(Problem(0, "info", f"{source}: not placed as a checkpoint save, "
                                        + (NO_TIME if latest is None else "before the first line")))
     elif step is None and (latest is None or latest < info.st_mtime):
-        return  # the log has not been read past the save yet: asked again at the next look
+        return recent  # the log has not been read past the save yet
     else:
         if step is None:
             step, source = before, f"{source}, after step {before} by the times of the run's lines"
         parsed.events.append((0, {"event": "checkpoint_end", "step": step, "inferred": True,
                                   "time": info.st_mtime, "source": source}))
     new = copy.copy(state)
-    new.offset, new.inode, new.mtime, new.grew_at = 1, info.st_ino, info.st_mtime, time.time()
+    new.offset, new.inode, new.mtime = 1, info.st_ino, info.st_mtime
+    new.grew_at = grown(state, info.st_mtime)  # its own time: an old save makes no run live
     store.commit(state, Batch(parsed, new))
+    return False
 
 
 def _source(name: str, info: os.stat_result) -> str:

@@ -459,7 +459,8 @@ class Tailer:
         late = self._follow_rotated(state) if state.path in self.rotated else 0
         rel = self.on_disk.get(state.path, state.path)
         if state.kind == saves.KIND:  # a checkpoint folder or file: its time, never its bytes
-            saves.read(self.store, state, f"{self.root}/{rel}")
+            if saves.read(self.store, state, f"{self.root}/{rel}"):  # waits for its run's lines
+                self.live.setdefault(state.path, time.monotonic())
             return True, 0
         if self._unchanged(state, f"{self.logdir}/{rel}"):  # a str: no Path built per look
             return True, late

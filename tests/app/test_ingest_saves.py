@@ -206,12 +206,13 @@ trainer.save_state()  # as the Trainer's example scripts end: output_dir/trainer
 '''
 
 
-def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path):
-    """The real transformers Trainer on a tiny GPT-2 built from a config: after its second
-    save (checkpoint-3, checkpoint-6, nothing else in the folder) `ingest --once` has stored
-    the six steps and both saves; after the end, the final trainer_state.json adds steps 7 to
-    9 and nothing twice."""
+def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path, make_server):
+    """The real transformers Trainer on a tiny GPT-2 built from a config, watched by the real
+    server: after its second save (checkpoint-3, checkpoint-6, nothing else in the folder)
+    the six steps and both saves are in SQL; after the end, the final trainer_state.json adds
+    steps 7 to 9 and nothing twice."""
     logs, gate = tmp_path / "logs", tmp_path / "gate"
+    logs.mkdir()
     gate.mkdir()
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
@@ -220,12 +221,12 @@ def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path
                                cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
+        server = make_server(logs)  # while torch and transformers load
         wait_for(lambda: (gate / "paused").exists() or trainer.poll() is not None, 120)
         assert trainer.poll() is None, trainer.stdout.read()
         assert not (logs / "out" / "trainer_state.json").exists()
-        assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
-        assert sql(logs, ROWS) == [[6, 6, 1]]
-        assert sql(logs, SAVES) == [[3, "folder"], [6, "folder"]]
+        wait_for(lambda: rows(server, SAVES) == [[3, "folder"], [6, "folder"]], 30)
+        wait_for(lambda: rows(server, ROWS) == [[6, 6, 1]], 30)
         (gate / "go").touch()
         assert trainer.wait(120) == 0, trainer.stdout.read()
     finally:
@@ -233,18 +234,18 @@ def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path
             trainer.kill()
             trainer.wait()
     assert (logs / "out" / "trainer_state.json").exists()
-    assert run_cli("ingest", "--logdir", str(logs), "--once").returncode == 0
-    assert sql(logs, ROWS) == [[9, 9, 1]]
-    assert sql(logs, SAVES) == [[3, "folder"], [6, "folder"], [9, "folder"]]
+    wait_for(lambda: rows(server, ROWS) == [[9, 9, 1]] and rows(server, SUMMARY) == [[9]], 30)
+    assert rows(server, SAVES) == [[3, "folder"], [6, "folder"], [9, "folder"]]
 
 
 ROWS = ("SELECT count(*), count(DISTINCT step), count(DISTINCT attempt) FROM metrics_all "
         "WHERE run = 'out'")
 SAVES = ("SELECT step, split_part(data->>'source', ' ', 1) FROM events WHERE run = 'out' AND "
          "kind = 'checkpoint_end' ORDER BY 1, 2")
+SUMMARY = "SELECT DISTINCT step FROM evals WHERE run = 'out' AND kind = 'summary'"
 
 
-def sql(logs: Path, query_text: str) -> list[list]:
-    done = run_cli("sql", "--logdir", str(logs), "--format", "json", query_text)
-    assert done.returncode == 0, done.stderr
-    return [list(row.values()) for row in json.loads(done.stdout)]
+def rows(server, query_text: str) -> list[list]:
+    response = server.sql(query_text)
+    assert response.status_code == 200, response.text
+    return response.json()["rows"]
