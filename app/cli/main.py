@@ -152,10 +152,11 @@ def _stopped(code: int) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command in ("serve", "ingest"):  # before --rebuild moves a served database aside
+    if args.command in ("serve", "ingest", "demo"):  # before --rebuild moves a database aside
         from .client import refuse_if_served
 
-        refuse_if_served(args.logdir, args.db, settings_mod.resolve(args), args.command)
+        refuse_if_served(args.logdir, getattr(args, "db", None), settings_mod.resolve(args),
+                         args.command)
     if getattr(args, "rebuild", False):
         _rebuild(args.logdir, args.db)
     if args.command == "serve":

@@ -27,7 +27,8 @@ def served(tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", [
-    ("serve", "--port", "PORT"), ("ingest", "--once"), ("ingest",), ("serve", "--rebuild")])
+    ("serve", "--port", "PORT"), ("ingest", "--once"), ("ingest",), ("serve", "--rebuild"),
+    ("demo", "--port", "PORT")])
 def test_a_served_folder_says_at_once_where_it_is_served(served, command):
     """Item 14: not "dashboard and API at ...", then a traceback 15 s later advising the
     --logdir that was given; and --rebuild moves nothing aside under the server's feet."""
