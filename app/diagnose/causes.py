@@ -7,8 +7,8 @@ Vocabulary (most likely first when several apply):
 - ``resume``: a new attempt (the run was restarted from a checkpoint) just before, with the
   signs seen (attempts.reason: the step, the clock or the epoch went back, a resume event);
 - ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
-- ``periodic``: a stall that recurs every N steps (the third of them on), named even when
-  nothing was logged about it;
+- ``periodic``: a stall that recurs every N steps (three in a row at even spacing), named
+  even when nothing was logged about it;
 - ``stall``: a stall just before, with no checkpoint event to explain it;
 - ``bucket_homogeneity``: a long run of micro-batches from one length bucket just before;
 - ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
@@ -53,8 +53,8 @@ ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "bucket_homo
          "epoch_boundary", "learning_rate", "grad_norm"]
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
-PERIODIC_MIN = 3  # stalls in a row at even spacing before they are periodic ...
-PERIODIC_SPREAD = 0.1  # ... each interval within this fraction of the last one
+PERIODIC_MIN = 3  # stalls in a row at even spacing: periodic ...
+PERIODIC_SPREAD = 0.1  # ... their intervals within this fraction of each other
 SIGNS = {"step_back": "the step went back", "clock_back": "the time field went back",
          "epoch_reset": "the epoch field went back to 0", "resume_event": "a resume event",
          "file_truncated": "the log was truncated", "file_replaced": "the log was replaced"}
@@ -286,24 +286,23 @@ def _evaluation(incident, ctx, window, others) -> str | None:
 
 
 def _periodic(incident, ctx, window, others) -> str | None:
-    """The stall and at least PERIODIC_MIN - 1 before it, evenly spaced in steps (each
-    interval within PERIODIC_SPREAD of the last): what a save every N steps looks like."""
-    steps = sorted({s.step for s in others if s.kind == "stall" and s.line_id <= incident.line_id}
-                   | {incident.step})
-    chain = [incident.step]
-    for earlier in reversed(steps[:-1]):
-        gap = chain[-1] - earlier
-        period = chain[0] - chain[1] if len(chain) > 1 else gap
-        if gap <= 0 or abs(gap - period) > PERIODIC_SPREAD * period:
-            break
-        chain.append(earlier)
-    if len(chain) < PERIODIC_MIN:
-        return None
-    period = (chain[0] - chain[-1]) / (len(chain) - 1)
-    listed = ", ".join(f"{s:,}" for s in reversed(chain[:6]))
-    return sourced(f"one of {len(chain)} stalls in a row every ~{_round(period):,} steps "
-                   f"(steps {listed}{', ...' if len(chain) > 6 else ''}), like periodic "
-                   f"checkpoint saves.", True, "the steps of the run's stalls")
+    """Three stalls in a row, this one among them, at even spacing in steps (the two intervals
+    within PERIODIC_SPREAD of each other): what a save every N steps looks like. The three
+    ending at this stall are looked at first, then those around it, then those after it, so
+    the answer depends on the two stalls after it at most: live diagnosis judges the two
+    stalls before each new one again (LiveRun.recurring)."""
+    steps = sorted({s.step for s in others if s.kind == "stall"} | {incident.step})
+    k = steps.index(incident.step)
+    for first in range(k - PERIODIC_MIN + 1, k + 1):
+        trio = steps[first:first + PERIODIC_MIN] if first >= 0 else []
+        gaps = np.diff(trio)
+        if len(trio) == PERIODIC_MIN and gaps.min() > 0 and (
+                gaps.max() - gaps.min() <= PERIODIC_SPREAD * gaps.max()):
+            listed = ", ".join(f"{s:,}" for s in trio)
+            return sourced(f"stalls recur every ~{_round(float(gaps.mean())):,} steps (at "
+                           f"steps {listed}), like periodic checkpoint saves.", True,
+                           "the steps of the run's stalls")
+    return None
 
 
 def _round(period: float) -> int:

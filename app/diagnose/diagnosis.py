@@ -180,6 +180,17 @@ class LiveRun:
             attribute(incident, replace(context, steps_per_epoch=per_epoch,
                                         typical_run=typical), stalls)
 
+    def recurring(self, new: list[Incident]) -> list[Incident]:
+        """The two stalls before each new stall: whether a stall recurs every N steps
+        (causes._periodic) depends on the two after it."""
+        if not any(i.kind == "stall" for i in new):
+            return []
+        stalls = sorted((i for i in self.stalls.values() if i.kind == "stall"),
+                        key=lambda i: i.step)
+        at = {i.key: n for n, i in enumerate(stalls)}
+        return [stalls[n] for i in new if i.kind == "stall"
+                for n in range(max(0, at[i.key] - 2), at[i.key])]
+
     def touched(self, steps: list[int]) -> list[Incident]:
         """Incidents whose window holds one of ``steps``, those of the events stored since the
         last tick: an event read after the lines it explains (a checkpoint_end after the stall
@@ -278,7 +289,8 @@ class LiveDiagnosis:
             new = live.feed(table, self.watch) if table is not None else []
             keys = {i.key for i in new}
             touched = live.touched(events.get(run, []))  # grown ones too: their events changed
-            again = [i for i in touched if i.key not in keys]
+            again = [i for i in touched + live.recurring(new) if i.key not in keys]
+            again = list({i.key: i for i in again}.values())
             if new or again:
                 live.attribute(cursor, new + again, runs.get(run), {i.key for i in touched})
                 changed += self._store(cursor, new + again)
