@@ -168,10 +168,10 @@ def untimed_note(run: str) -> None:
             "(gap_s) cannot be shown; gap_steps shows the steps between lines.")
 
 
-@st.fragment(run_every=source.REFRESH_S)
 def stall_banner(run: str) -> None:
-    """At the top, while the run is stalled: since when, and its last line (issue 20: a
-    firing stall's link opened a page whose charts simply ended)."""
+    """Above the charts, while the run is stalled: since when, and its last line (issue 20:
+    a firing stall's link opened a page whose charts simply ended). Drawn by the live
+    fragment, so it comes and goes with the run without a reload."""
     row = source.run_row(run)
     if row is None or row.get("state") != "stalled":
         return
@@ -195,7 +195,9 @@ def stalled_text(run: str, row: dict) -> str:
 @st.fragment(run_every=source.REFRESH_S)
 def live(run: str) -> None:
     view = source.parse_run_view(st.query_params)  # the URL as of now (a zoom changes it)
+    stall_banner(run)
     ver = source.version(run)
+    controls(run, view, ver)  # in the fragment, under the banner: the banner tops the page
     metrics = tuple(chosen_metrics(view, available(run, ver)))
     drawn = panels.run_panels(run, ver, metrics, view.x, view.smooth, view.lo, view.hi)
     zoom_row(run, view, ver)
@@ -226,7 +228,6 @@ def page() -> None:
     if run is None:
         return
     st.title(source.md(run))
-    stall_banner(run)
     source.health_warning()
     ver = source.version(run)
     if source.step_span(run, ver) is None:
@@ -234,7 +235,6 @@ def page() -> None:
                 "first training line of its log (metrics.jsonl, or another trainer's log).")
         return
     warn_missing(view, available(run, ver))
-    controls(run, view, ver)
     live(run)
 
 
