@@ -212,10 +212,17 @@ def test_alerts_page_shows_each_rules_when_in_full(served, tab):
     assert box["x"] + box["width"] <= WIDTH
     runs = tab.locator("[data-testid=stTable] td", has_text=re.compile(r"^\*$"))
     assert runs.count() == 3  # each built-in rule's runs "*", as typed (not a bullet)
-    # the States grid fits too, the llm.c run's long name and all
-    scroller = tab.locator(f"{GRID} .dvn-scroller").first
-    wide, shown = scroller.evaluate("s => [s.scrollWidth, s.clientWidth]")
-    assert wide <= shown, f"the States table is {wide} px wide in {shown} px"
+    # the newest notification's text in full (the grid cuts it), here the stall's
+    newest = httpx.get(f"{served.url}/api/alerts", timeout=10).json()["notifications"][0]
+    tab.locator("[data-testid=stMarkdown]", has_text=newest["text"][:40]).first.wait_for(
+        timeout=30_000)
+    assert newest["text"] in markdown(tab).replace("\\", ""), markdown(tab)
+    # the States and notifications grids fit too, the llm.c run's long name and all
+    scrollers = tab.locator(f"{GRID} .dvn-scroller")
+    assert scrollers.count() == 2
+    for grid in scrollers.all():
+        wide, shown = grid.evaluate("s => [s.scrollWidth, s.clientWidth]")
+        assert wide <= shown, f"a table is {wide} px wide in {shown} px: its last column is cut"
 
 
 def test_an_empty_states_table_says_none(empty):  # noqa: F811

@@ -109,11 +109,23 @@ def live() -> None:
     if not notes:
         st.caption("None sent yet.")
     else:
-        st.dataframe(pd.DataFrame([{
-            "id": n.get("id"), "time": when(n.get("created_time")), "kind": n.get("kind"),
-            "text": n.get("text"), "silenced": n.get("silenced"),
-            "deliveries": attempts(n.get("outbox") or [])} for n in notes]),
-            hide_index=True, width="stretch")
+        notifications(notes)
+
+
+def notifications(notes: list[dict]) -> None:
+    """The recent notifications; the selected one's text (the newest until one is) in full
+    under the grid, whose cell cuts a message off."""
+    picked = st.dataframe(pd.DataFrame([{
+        "id": n.get("id"), "time": when(n.get("created_time")), "kind": n.get("kind"),
+        "text": n.get("text"), "silenced": n.get("silenced"),
+        "deliveries": attempts(n.get("outbox") or [])} for n in notes]),
+        hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+        key="a-notes", column_config={  # a fixed width: the deliveries column stays in view
+            "text": st.column_config.TextColumn("text", width="large")})
+    rows = picked.selection.rows if picked is not None else []
+    note = notes[rows[0] if rows and rows[0] < len(notes) else 0]
+    st.caption(f"Notification {note.get('id')} in full (select another to read it):")
+    st.markdown(source.md(note.get("text") or ""))
 
 
 def rules_section(view: dict) -> list[str]:

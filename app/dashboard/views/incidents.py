@@ -73,11 +73,14 @@ def live(run: str | None, kinds: list[str]) -> None:
     picked = st.dataframe(
         table, hide_index=True, width="stretch", on_select="rerun",
         selection_mode="single-row", key="i-table",
+        # the evidence last: what a narrow page cuts is what is written in full below (with
+        # when the incident was detected)
         column_order=["open", "run", "kind", "metric", "step", "end_step", "value", "baseline",
-                      "causes", "evidence", "detected_at"],
+                      "causes", "evidence"],
         column_config={
             "open": st.column_config.LinkColumn(
                 "chart", display_text="open", help="the Run page zoomed on this incident"),
+            "run": st.column_config.TextColumn("run", width="medium"),
             "causes": st.column_config.TextColumn("causes", width="medium"),
             "evidence": st.column_config.TextColumn(
                 "evidence", width="large", help="select a row: its evidence is written out in "
@@ -95,8 +98,11 @@ def in_full(incident) -> None:
                if incident["end_step"] != incident["step"] else "")
     against = (f": {number(incident['value'])} against {number(incident['baseline'])}"
                if pd.notna(incident["value"]) and pd.notna(incident["baseline"]) else "")
+    detected = (f"; detected at {pd.Timestamp(incident['detected_at']):%Y-%m-%d %H:%M:%S}"
+                if pd.notna(incident["detected_at"]) else "")
     st.markdown(f"**{source.md(incident['kind'])} in {source.md(incident['metric'])} at step "
-                f"{incident['step']}** ({source.md(incident['run'])}){through}{against}")
+                f"{incident['step']}** ({source.md(incident['run'])}){through}{against}"
+                f"{detected}")
     # read/incidents gives causes joined by ", " and the evidence lines by " "
     causes = source.md(text(incident["causes"])) or "none named"
     evidence = source.md(text(incident["evidence"]))
