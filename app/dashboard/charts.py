@@ -2,9 +2,11 @@
 testable without Streamlit.
 
     metric_chart(series.frame, "loss", smooth=0.6, markers=marks, x_domain=(0, 4499))
-      -> a layer: min/max band (only when bucketed), the raw line (faint when smoothed), the
-         debiased EMA, invisible hover points carrying the tooltip, the markers and an optional
-         reference rule; an interval brush on x named "zoom" for st.altair_chart(on_select=...)
+      -> a layer: the markers (under the lines), min/max band (only when bucketed), the
+         logged line (through each bucket's min and max when bucketed), the debiased EMA as
+         a thin dark trend when smoothing, invisible hover points carrying the tooltip and an
+         optional reference rule; an interval brush on x named "zoom" for
+         st.altair_chart(on_select=...)
 
 Every x a builder gets is in the run's x unit ("step", "elapsed" seconds, "time" Unix seconds);
 x="time" is drawn on a temporal axis, so those seconds become milliseconds here. A metric's
