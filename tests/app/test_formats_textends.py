@@ -51,8 +51,9 @@ CASES = {
     "ends_megatron.log": [("run_start", None, None), ("run_end", 3, "completed")],
     # the fit loop's "`Trainer.fit` stopped: `max_epochs=2` reached." (at the last save's step)
     "ends_lightning.log": [("run_end", 100, "completed")],
-    # train_gpt2.cu's "total average iteration time" after its loop
-    "ends_llmc.log": [("run_end", 10, "completed")],
+    # train_gpt2.cu's table of settings at its launch, "total average iteration time" after
+    # its loop
+    "ends_llmc.log": [("run_start", None, None), ("run_end", 10, "completed")],
     # each ATTEMPT of the wrapper starts at its checkpoint's step; torchelastic's two
     # "failed (exitcode: -6)" lines (one per rank) are one end, failed; the retry completes
     "ends_crash_resume.log": [("run_start", 5500, None), ("run_end", 5504, "failed"),
@@ -92,6 +93,21 @@ def test_the_end_quotes_its_line():
 ])
 def test_lines_that_do_not_say_training_ended(line):
     assert ends(b"step: 5  loss: 1.0\n" + line + b"\n") == []
+
+
+@pytest.mark.parametrize(("name", "relaunch"), [
+    # trained on from its last checkpoint: torchtitan's launch resumes at step 8
+    ("ends_torchtitan.log", b"[rank0]:[titan] 2026-05-10 21:30:00,000 - root - INFO - Loading "
+                            b"the checkpoint at step 8.\n[rank0]:[titan] 2026-05-10 21:30:01,000"
+                            b" - root - INFO - Training starts at step 9\n"),
+    # the same command again, its output appended (tee -a)
+    ("ends_llmc.log", b"| train_num_batches     | 20    |\n"),
+])
+def test_a_relaunch_after_the_end_runs_again(name, relaunch):
+    """The run's status is the last run_start or run_end: running again."""
+    text = (DATA / name).read_bytes()
+    assert ends(text)[-1][0] == "run_end"
+    assert ends(text + relaunch)[-1][0] == "run_start"
 
 
 def status(mon) -> str:

@@ -31,7 +31,8 @@ the line gives:
   nanoGPT prints nothing at its end;
 - ``launch``: the line starts a process that trains (torchtitan's "Training starts at step",
   a wrapper's "ATTEMPT #2 ... RESUME", the Trainer's "***** Running training *****",
-  Megatron's "[before the start of training step]"): a ``run_start`` comes first, once per
+  Megatron's "[before the start of training step]", llm.c's "| train_num_batches | N |" in
+  its table of settings): a ``run_start`` comes first, once per
   launch, as our trainer writes one at every attempt, so a run a line ended is running again
   when its log shows it launched again (runs.status is the last run_start or run_end).
 
@@ -136,6 +137,7 @@ LINES = (
           r"\.bin)"),
     _line("llm.c", "checkpoint_end", rf"Writing state to (?P<state>{_PATH}?state_(?P<step>\d+)"
           r"_\d+\.bin)"),
+    _line("llm.c", "run_start", r"^\| train_num_batches +\| \d+ +\|", launch=True),  # its table
     _line("llm.c", "run_end", rf"^total average iteration time: {_NUM} ms",  # after the loop
           facts=COMPLETED),
     # the Hugging Face Trainer at INFO (Trainer._save, _inner_training_loop)
@@ -153,7 +155,7 @@ LINES = (
 # every pattern above holds one of these: the cheap first test of every line of a log, case
 # exact and without the first letter ("Checkpoint", "checkpoint"): 7x cheaper than case-blind
 MENTION = re.compile(r"heckpoint|aving model|RESUME|raining|riting (?:model|state) to|"
-                     r"exitcode|otal average|` stopped")
+                     r"exitcode|otal average|` stopped|_num_batches")
 SECONDS = {"blocked_s": "blocked_s", "blocked_ms": "blocked_s", "load_s": "load_s"}
 TEXTS = frozenset({"path", "checkpoint", "state"})
 EXCERPT = 100  # characters of the line quoted in an event's source
