@@ -10,13 +10,15 @@ so its interval is read on its own writer's clock, and a repeated step starts no
     line    new    late   next*  next*  next*  next*         back   late
                                                    (* the other writer: two writers)
 
-A line that continues no writer is ``late`` (a line logged twice, or a few steps out of
-order, as at an epoch boundary: it starts a writer of its own, and the run goes on) or
-``back``, a resume: its step fell more than FEW steps below the last one and into steps
-already logged. The signs seen at a resume make its reason: ``step_back``, ``clock_back``
-(the clock went back as well), ``epoch_reset`` (the ``epoch`` field fell to about 0, which
-alone is a resume too: a Hugging Face run restarted with its step kept). A clock going back
-while the step rises is no resume (modded-nanogpt restarts its timer after warm-up).
+A line that continues no writer is ``late`` (a line logged twice, or a few steps out of order,
+as at an epoch boundary: it starts a writer of its own, and the run goes on) or ``back``, a
+resume: its step fell more than FEW steps below the last one and into steps already logged, or
+fell at all while its clock began again (below half the last line's: our own trainer's
+elapsed_s restarts at 0 in a resumed attempt, a few steps back or not). The signs seen at a
+resume make its reason: ``step_back``, ``clock_back`` (the clock went back), ``epoch_reset``
+(the ``epoch`` field fell to about 0, which alone is a resume too: a Hugging Face run restarted
+with its step kept). A clock going back while the step rises is no resume (modded-nanogpt
+restarts its timer after warm-up).
 
 The same ``Writers`` state is kept by the ingest (``attempts.py``, between reads in
 ``files.writers``) and by the stall detector (``diagnose/detect.py``), so both read one log
@@ -68,7 +70,9 @@ class Writers:
         if track is not None:
             dt = self._next(track, step, clock)
             return ("epoch_reset" if reset else None), dt
-        late = cur.step - step <= FEW or (self.before is not None and step > self.before)
+        restarted = step < cur.step and clock < cur.clock / 2  # its clock began again
+        late = (cur.step - step <= FEW or (self.before is not None and step > self.before)
+                ) and not restarted
         reason = None
         if not late or reset:
             signs = [] if late else ["step_back"]

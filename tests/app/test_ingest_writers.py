@@ -77,6 +77,8 @@ def test_an_epoch_reset_is_a_resume_though_the_step_rises(read):
     ([(10, 77.0), (11, 0.2), (12, 0.4)], [None, None, None]),  # a timer restarted: no resume
     ([(98, 1.0), (100, 2.0), (99, 3.0), (101, 4.0)], [None] * 4),  # out of order
     ([(80, 1.0), (100, 2.0), (90, 3.0), (110, 4.0)], [None] * 4),  # ... by a logged line
+    # one step back with the clock begun again: our own trainer resumed from step 2's save
+    ([(1, 1.0), (2, 2.0), (3, 3.0), (2, 0.5)], [None, None, None, "step_back+clock_back"]),
 ])
 def test_the_resume_signs_line_by_line(lines, reasons):
     memory = Writers()
