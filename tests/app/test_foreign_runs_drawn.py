@@ -1,7 +1,8 @@
 """Runs of other trainers on the dashboard, the API and the alert rules (issue 19, part 0):
 a Hugging Face ``trainer_state.json``, a LLaMA-Factory ``trainer_log.jsonl``, an llm.c
-``main.log`` and a TensorBoard event file (written by tensorboardX's real SummaryWriter),
-each a small synthetic log this test writes, in its own run folder.
+``main.log``, a TensorBoard event file (written by tensorboardX's real SummaryWriter), a text
+log (a torchtitan-style stdout), Lightning's ``metrics.csv`` and JSONL under a name of the
+user's choosing, each a small synthetic log this test writes, in its own run folder.
 
 Through the real server and headless Chromium: /api/runs gives each run's lines and last
 step, /metrics its step, its Run page draws its charts (with the epoch marker the Trainer's
@@ -85,8 +86,47 @@ def tensorboard(folder: Path, *, start: float | None = None, nan_at: int = 0) ->
     writer.close()
 
 
+def text_log(folder: Path) -> None:
+    """A torchtitan-style stdout (``python train.py | tee train.log``): a banner, logging
+    prefixes with the clock, ANSI colours, one training line a second ending a second ago."""
+    start = time.time() - STEPS - 1
+    lines = ["Starting job: tiny text-log run", "\x1b[32mconfig: lr=1e-4 steps=40\x1b[0m"]
+    for s in range(1, STEPS + 1):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start + s))
+        lines.append(f"[rank0]:[titan] {when},000 - root - INFO - \x1b[31mstep: {s:2d}  "
+                     f"\x1b[32mloss: {loss(s):8.5f}  \x1b[33mmemory: 12.3GiB(15.6%)  "
+                     f"\x1b[34mtps: 1,234\x1b[39m")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.log").write_text("\n".join(lines) + "\n")
+
+
+def lightning_csv(folder: Path) -> None:
+    """Lightning's CSVLogger: a sparse wide table, a training row per step and a validation
+    row (epoch, no loss) after each epoch of 20 steps; no time column."""
+    rows = ["epoch,step,loss,val_loss"]
+    for s in range(1, STEPS + 1):
+        rows.append(f"{(s - 1) // 20},{s},{loss(s):.4f},")
+        if s % 20 == 0:
+            rows.append(f"{(s - 1) // 20},{s},,{loss(s) + 0.1:.4f}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def any_jsonl(folder: Path) -> None:
+    """Someone's own loop: JSONL under a name of their choosing, `iteration` and a Unix
+    `timestamp` for the step and the clock."""
+    start = time.time() - STEPS - 1
+    rows = [{"iteration": s, "loss": loss(s), "timestamp": start + s} for s in
+            range(1, STEPS + 1)]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 # run: (writer, lines stored, last step, whether its log has a time field)
 FORMATS = {
+    "text-log": (text_log, STEPS, STEPS, True),
+    "lightning-csv": (lightning_csv, STEPS, STEPS, False),
+    "own-jsonl": (any_jsonl, STEPS, STEPS, True),
     "hf-trainer": (hf_state, STEPS, STEPS, False),
     "llama-factory": (llama_factory, STEPS, STEPS, True),
     "llm.c": (llmc, STEPS, STEPS - 1, False),
