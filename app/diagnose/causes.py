@@ -6,6 +6,9 @@ Vocabulary (most likely first when several apply):
   logged or inferred (a save_steps, a checkpoint folder that appeared: evidence.of_event);
 - ``resume``: a new attempt (the run was restarted from a checkpoint) just before, with the
   signs seen (attempts.reason: the step, the clock or the epoch went back, a resume event);
+  a resume event explains only the lines of the attempt it opens (``_opened_by``), never
+  lines logged before it at the same steps (a later launch's "resumed from step 5500" is
+  not the cause of the spike the first launch logged at 5501-5650 before it crashed);
 - ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
 - ``periodic``: a stall that recurs every N steps (three in a row at even spacing), named
   even when nothing was logged about it;
@@ -35,6 +38,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -61,6 +65,13 @@ SIGNS = {"step_back": "the step went back", "clock_back": "the time field went b
 LOGGED_SIGNS = {"resume_event"}  # the others are cliffwatch's conclusions
 
 
+class Attempt(NamedTuple):
+    """A row of table attempts: where it began, where the one before ended, and why."""
+    start_step: int
+    prev_step: int | None
+    reason: str
+
+
 @dataclass
 class RunContext:
     events: list[dict]
@@ -71,7 +82,7 @@ class RunContext:
     typical_run: float  # 99th percentile of the run's same-bucket run lengths
     lr_name: str | None = None  # the lr column schedule.COLUMNS of lines come from
     evals: list[dict] = field(default_factory=list)  # evaluation rows at the lines' steps
-    attempts: dict[int, str] = field(default_factory=dict)  # attempt -> reason
+    attempts: dict[int, Attempt] = field(default_factory=dict)
 
     def index(self, line_id: int) -> int:
         return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
@@ -100,13 +111,15 @@ def window_context(cursor, run: str, window: pd.DataFrame,
     the run. The run-wide figures (steps_per_epoch, typical_run) are left for the caller to
     fill in: they change as the run goes on, the window's lines and events do not.
     ``lr_name``: the column the window's schedule.COLUMNS come from."""
-    params = {"run": run, "lo": int(window["step"].min()), "hi": int(window["step"].max())}
+    # a resume event's step (its checkpoint's) can lie up to one log interval below the
+    # first step its attempt logged (_opened_by)
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    params = {"run": run, "lo": lo - _resume_slack(window), "hi": hi}
     lines = window[["line_id", "step", "attempt", "epoch", *schedule.COLUMNS]].reset_index(
         drop=True)
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
                       None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
-                      0.0, lr_name, _evals(cursor, run, params["lo"], params["hi"]),
-                      _attempts(cursor, run))
+                      0.0, lr_name, _evals(cursor, run, lo, hi), _attempts(cursor, run))
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:
@@ -122,9 +135,10 @@ def _evals(cursor, run: str, lo: int, hi: int) -> list[dict]:
             for row in table.to_pylist()]
 
 
-def _attempts(cursor, run: str) -> dict[int, str]:
+def _attempts(cursor, run: str) -> dict[int, Attempt]:
     rows = queries.execute(cursor, "diagnose/run_attempts", {"run": run}).fetchall()
-    return {int(attempt): reason for attempt, _, _, reason in rows}
+    return {int(attempt): Attempt(int(start), prev, reason)
+            for attempt, start, prev, reason in rows}
 
 
 def steps_per_epoch(cursor, run: str) -> int | None:
@@ -247,26 +261,94 @@ def _checkpoint(incident, ctx, window, others) -> str | None:
 
 
 def _resume(incident, ctx, window, others) -> str | None:
-    attempts = window["attempt"].to_numpy()
-    changes = np.flatnonzero(attempts[1:] != attempts[:-1])
-    events = [e for e in ctx.events if e["kind"] == "resume" and e["step"] is not None
-              and window["step"].min() <= e["step"] <= window["step"].max()]
-    if not len(changes) and not events:
+    """The latest attempt that began in the window (its first line is there), with the signs
+    of its restart and the resume event that opened it, if one did. An attempt that began
+    with the run is a resume only when a resume event opened it (a log that starts with a
+    launch loading a checkpoint)."""
+    opening = _opening(window, ctx.attempts)
+    if opening is None:
         return None
-    if not len(changes):
-        origin = events[-1]["data"].get("from_step", events[-1]["step"])
-        return sourced(f"the run resumed from the checkpoint of step {origin} (resume event) "
-                       f"just before step {incident.step}.", *of_event(events[-1]))
-    i = changes[-1] + 1
-    start, prev = int(window["step"].iat[i]), int(window["step"].iat[i - 1])
+    i, number = opening
+    attempt = ctx.attempts.get(number) or Attempt(
+        int(window["step"].iat[i]), int(window["step"].iat[i - 1]) if i else None,
+        "step_back" if i else "start")
+    event = _opened_by(attempt, number, ctx, _resume_slack(window), i > 0)
     later = len(window) - 1 - i
-    signs = [s for s in ctx.attempts.get(int(attempts[i]), "step_back").split("+") if s in SIGNS]
+    where = f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
+    signs = [s for s in attempt.reason.split("+") if s in SIGNS]
+    if attempt.reason == "start" or attempt.prev_step is None:
+        if event is None:
+            return None  # the run's own start
+        if "from_step" in event["data"]:
+            return sourced(f"the run resumed from the checkpoint of step "
+                           f"{event['data']['from_step']} (resume event), {where}.",
+                           *of_event(event))
+        return sourced(f"{_said(event)}, {where}.", *of_event(event))
     seen = " and ".join(SIGNS[s] for s in signs) or SIGNS["step_back"]
-    logged = bool(set(signs) & LOGGED_SIGNS)
-    return sourced(f"attempt {int(attempts[i])} resumed at step {start} after the previous "
-                   f"attempt reached step {prev} ({seen}), {later} line"
-                   f"{'s' if later != 1 else ''} before step {incident.step}.", not logged,
+    said = f", and {_said(event)}" if event is not None else ""
+    sentence = (f"attempt {number} resumed at step {attempt.start_step} after the previous "
+                f"attempt reached step {attempt.prev_step} ({seen}{said}), {where}.")
+    if event is not None:
+        return sourced(sentence, *of_event(event))
+    return sourced(sentence, not set(signs) & LOGGED_SIGNS,
                    f"attempts.reason {'+'.join(signs) or 'step_back'}")
+
+
+def _opening(window: pd.DataFrame, attempts: dict[int, Attempt]) -> tuple[int, int] | None:
+    """(position in the window, attempt) of the latest attempt whose first line is in the
+    window: the line after another attempt's, or the window's first line when it is at its
+    attempt's first step (the window may start where the attempt does)."""
+    numbers = window["attempt"].to_numpy()
+    steps = window["step"].to_numpy()
+    for i in range(len(window) - 1, -1, -1):
+        number = int(numbers[i])
+        if i and numbers[i - 1] != number:
+            return i, number
+        if not i and number in attempts and attempts[number].start_step == int(steps[0]):
+            return 0, number
+    return None
+
+
+def _opened_by(attempt: Attempt, number: int, ctx: RunContext, slack: int,
+               after_previous: bool) -> dict | None:
+    """The resume event that opened ``attempt`` (number ``number``): one whose checkpoint
+    step lies at or
+    up to ``slack`` steps below the attempt's first step (our trainer logs the checkpoint's
+    step again, torchtitan the step after it, a trainer logging every N steps the next
+    multiple of N). Several launches can resume from one checkpoint (a crash, a retry, a
+    relaunch by hand): they are paired in the order the log has them, the k-th attempt to
+    begin at a step taking the k-th such event. An event that names no checkpoint (a
+    wrapper's "ATTEMPT #2 ... RESUME from <folder>" with no load after it) is at the last
+    step logged before it: it opened the attempt after the one that ended there, when the
+    window holds that end too (``after_previous``: live diagnosis reads the events at the
+    window's steps only)."""
+    start = attempt.start_step
+    resumes = [e for e in ctx.events if e["kind"] == "resume" and e["step"] is not None]
+    fits = [e for e in resumes if "from_step" in e["data"]
+            and start - slack <= int(e["data"]["from_step"]) <= start]
+    earlier = sum(1 for n, a in ctx.attempts.items() if n < number and a.start_step == start)
+    if earlier < len(fits):
+        return fits[earlier]
+    after = [e for e in resumes if "from_step" not in e["data"] and after_previous
+             and e["step"] == attempt.prev_step]
+    return after[-1] if after else None
+
+
+def _said(event: dict) -> str:
+    """What a resume event says: the checkpoint's step when it names one, else only where it
+    was logged (the step its own is, the last one logged before it)."""
+    if "from_step" in event["data"]:
+        return f"a resume event from the checkpoint of step {event['data']['from_step']}"
+    return (f"a resume event at step {event['step']} (after the line of step "
+            f"{event['step']}; it names no checkpoint step)")
+
+
+def _resume_slack(window: pd.DataFrame) -> int:
+    """Steps between a resume's checkpoint and the first step its attempt logs: at most one
+    log interval, the window's smallest step forward (1 when it has none)."""
+    diffs = np.diff(window["step"].to_numpy())
+    forward = diffs[diffs > 0]
+    return max(1, int(forward.min())) if len(forward) else 1
 
 
 def _evaluation(incident, ctx, window, others) -> str | None:
