@@ -23,7 +23,7 @@ def files(runs: tuple[str, ...] | None) -> list[tuple[str, str, str, bool]]:
     """(run, file, reason, missed) of each file of ``runs`` (None: every run) not read."""
     from ..diagnose import coverage
 
-    return [(u.run, u.file, u.reason, u.missed)
+    return [(u.run, u.file, u.reason + (f"; {u.unseen}" if u.unseen else ""), u.missed)
             for u in coverage.unread(source.cursor(), list(runs) if runs else None)]
 
 

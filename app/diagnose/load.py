@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..db import queries
-from .detect import CLOCK, NONFINITE, NOT_METRICS, Watch
+from .detect import CLOCK, EVAL_STEP, NONFINITE, NOT_METRICS, Watch
 
 
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
@@ -29,6 +29,9 @@ def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
         "attempt": table["attempt"].to_numpy(),
         CLOCK: _clock(table),
     }
+    if "last_eval_step" in table.column_names:  # run_lines': NaN where no evaluation yet
+        columns[EVAL_STEP] = table["last_eval_step"].cast(pa.float64()).to_numpy(
+            zero_copy_only=False)
     for name in table.column_names:
         if name in NOT_METRICS:
             continue

@@ -109,7 +109,7 @@ def _blind(read: dict) -> str:
 
 def _unread(unread: list[Unread]) -> str:
     lines = [f"- {u.file} (run {u.run}): {u.reason}"
-             + ("" if u.missed else " (nothing is missed: another log of the run is read)")
+             + (f" ({u.note})" if u.note else "")
              for u in unread]
     return "Files not read:\n" + "\n".join(lines) + "\n" if lines else ""
 

@@ -5,6 +5,9 @@ folder's reader takes::
     detect("main.log", b"s:0 tel:11.0095\\n")                              -> ("text", ...)
     detect("train.log", b"iter 100: loss 4.2100, time 35.21ms\\n")          -> ("text", ...)
     detect("notes.txt", b"remember the milk\\n")  -> ("pending", "not a log yet: ...")
+    detect("train.log", b"version https://git-lfs.github.com/spec/v1\\noid sha256:4d7a...\\n"
+                        b"size 81234\\n")
+        -> ("pending", "not a log yet: a Git LFS pointer (81,234 bytes of log not fetched): ...")
     choose(["trainer_log.jsonl", "trainer_state.json"])
         -> (["trainer_state.json"], [("trainer_log.jsonl", "trainer_state.json holds ...")])
 
@@ -45,6 +48,22 @@ SNIFF_BYTES = 64 * 1024  # pass at least this much (or the whole file) as ``head
 # first iteration line is at ~100 KiB): its sample is larger, and a file shorter than it
 # with no log line yet is decided again as it grows
 TEXT_SNIFF_BYTES = 1024 * 1024
+
+
+# A clone without `git lfs` leaves each large file as its pointer (the spec:
+# https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md): "version", then "key value"
+# lines sorted by key ("ext-N-name" ones, then "oid sha256:<64 hex>", then "size <bytes>":
+# nothing after it), the whole file under 1024 bytes
+LFS_POINTER = re.compile(rb"version https://git-lfs\.github\.com/spec/v1\n"
+                         rb"(?:ext-\d-[a-z0-9.-]+ [^\n]*\n)*oid sha256:[0-9a-f]{64}\n"
+                         rb"size (\d+)\n?")
+LFS_MAX = 1024
+
+
+def lfs_pointer(head: bytes) -> int | None:
+    """The size of the file a Git LFS pointer stands for, or None for any other bytes."""
+    found = LFS_POINTER.fullmatch(head) if len(head) < LFS_MAX else None
+    return int(found.group(1)) if found else None
 
 
 def by_name(name: str) -> str | None:
@@ -88,6 +107,10 @@ def detect(name: str, head: bytes, keymap: KeyMap | None = None, before: int = 0
         return None, NOT_JSON if name.endswith(".json") else NOT_A_NAME
     if fmt in (METRICS, EVENTS, RANK, RUN_META):
         return fmt, "log format v1"
+    if not before and (size := lfs_pointer(head)) is not None:
+        # PENDING: `git lfs pull` replaces it with the log, which is then read
+        return PENDING, (f"{NOT_YET}: a Git LFS pointer ({size:,} bytes of log not fetched): "
+                         "run `git lfs pull` in its repository")
     if fmt == HF_STATE:
         if not head.strip():
             return PENDING, "empty so far"
@@ -161,6 +184,10 @@ DUPLICATES = (
      "log_history (grad_norm, eval entries, the final summary); LLaMA-Factory's {loser} "
      "repeats its training entries"),
 )
+
+# losers whose lines carry a time field the winner's lack (LLaMA-Factory's elapsed_time; the
+# Trainer's log_history has none): not reading them leaves stalls unjudged (diagnose/coverage)
+TIMED_REPEATS = frozenset({"trainer_log.jsonl"})
 
 
 def choose(names: Iterable[str], current: Iterable[str] = ()

@@ -7,6 +7,11 @@ entry::
                                                    "epoch": 1})
     {"epoch": 1.0, "eval_loss": 0.52, "eval_runtime": 31.2, "step": 2165}       -> "eval"
     {"epoch": 4.0, "step": 8660, "train_loss": 0.29, "train_runtime": 20387.7}  -> "summary"
+    {"epoch": 1.0, "predict_loss": 0.65, "predict_runtime": 2766.9}             -> "eval"
+
+An entry whose metrics are all ``predict_*`` or ``test_*`` is a prediction or test pass
+(``trainer.predict``, Seq2SeqTrainer's ``--do_predict``): an evaluation row. Logged without a
+step, it is at the step of the entry before it, where training stood when it ran (issue 19).
 
 Kinds follow keys.kind_of. The fractional ``epoch`` crossing an integer is the start of an
 epoch (v1's ``epoch_start``), except where it reaches ``num_train_epochs``: that is the end.
@@ -48,13 +53,14 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ...keys import EPOCH, STEP
+from ...keys import EPOCH, SPECIAL, STEP
 from ..parse import LONE_SURROGATE, excerpt, first_line, without_surrogates
-from . import EVENT, SUMMARY, Problem, Record
+from . import EVAL, EVENT, SUMMARY, Problem, Record
 from .keys import normalise, planned_record
 
 HISTORY = "log_history"
 SAVE_STEPS = "save_steps"  # the Trainer saves a checkpoint at every multiple of it
+PASSES = ("predict_", "test_")  # the metric prefixes of a prediction or test pass's entry
 OK, INCOMPLETE, REWRITTEN, INVALID = "ok", "incomplete", "rewritten", "invalid"
 WINDOW = 8 << 20  # bytes decoded at a time: ~50,000 entries, ~60 MB of Python objects
 HEAD_WINDOW = 64 << 10  # the members before log_history are a few hundred bytes
@@ -399,6 +405,7 @@ class _Reading:
         """Count an entry read before; False when the history is not the one read."""
         _, value, ok, end, _ = entry
         self.skip, self.stored, self.last_end = self.skip - 1, self.stored + 1, end
+        value = _placed(value, self.last_step) if ok else value  # as when it was read
         self._note_epoch(value if ok else None)
         self.last_step = _step_of(value) if ok else None
         return bool(self.skip or last_step is None or self.last_step == last_step)
@@ -436,7 +443,7 @@ class _Reading:
         reason = value if not ok else None
         if ok and isinstance(value, dict):
             try:
-                reason = self._entry(out, offset, value, notes)
+                reason = self._entry(out, offset, _placed(value, self.last_step), notes)
                 if reason is None:
                     return
             except MemoryError:
@@ -468,7 +475,8 @@ class _Reading:
             saved = None  # a checkpoint folder says this save, with its time
         if saved is not None and saved < result.data[STEP] and result.kind != SUMMARY:
             out.records.append(_save(offset, saved, self.save_steps))  # before this entry
-        out.records.append(Record(offset, result.kind, result.data))
+        kind = EVAL if _predicted(entry) else result.kind
+        out.records.append(Record(offset, kind, result.data))
         if saved == result.data[STEP] and result.kind != SUMMARY:
             out.records.append(_save(offset, saved, self.save_steps))  # after its own line
         return None
@@ -530,6 +538,21 @@ def _saved_after(previous: object, step: object, save_steps: object) -> object:
 def _save(offset: int, step: int, save_steps: int) -> Record:
     return Record(offset, EVENT, {"event": "checkpoint_end", STEP: step, "inferred": True,
                                   "source": f"{SAVE_STEPS} {save_steps} in trainer_state.json"})
+
+
+def _predicted(entry: dict) -> bool:
+    """A prediction or test pass: every metric is ``predict_*`` or ``test_*``."""
+    metrics = [k for k in entry if k not in SPECIAL]
+    return bool(metrics) and all(k.startswith(PASSES) for k in metrics)
+
+
+def _placed(entry: object, previous: object) -> object:
+    """A prediction or test entry logged without a step at ``previous``, the step of the entry
+    before it (in place: the step is then the entry's, for the next entry's saves too)."""
+    if isinstance(entry, dict) and STEP not in entry and type(previous) is int \
+            and _predicted(entry):
+        entry[STEP] = previous
+    return entry
 
 
 def _step_of(entry: object) -> object:
