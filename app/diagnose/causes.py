@@ -10,8 +10,9 @@ Vocabulary (most likely first when several apply):
   lines logged before it at the same steps (a later launch's "resumed from step 5500" is
   not the cause of the spike the first launch logged at 5501-5650 before it crashed);
 - ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
-- ``periodic``: a stall that recurs every N steps (three in a row at even spacing), named
-  even when nothing was logged about it;
+- ``periodic``: a stall that recurs every N steps (three in a row at even spacing, at least
+  PERIODIC_INTERVALS logging intervals apart), named even when nothing was logged about it,
+  "like periodic evaluations" where an evaluation row lies in its gap;
 - ``stall``: a stall just before, with no checkpoint event to explain it;
 - ``bucket_homogeneity``: a long run of micro-batches from one length bucket just before;
 - ``epoch_boundary``: an epoch began just before (event, ``epoch`` field, or steps_per_epoch);
@@ -58,7 +59,10 @@ ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "bucket_homo
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
 PERIODIC_MIN = 3  # stalls in a row at even spacing: periodic ...
-PERIODIC_SPREAD = 0.1  # ... their intervals within this fraction of each other
+PERIODIC_SPREAD = 0.1  # ... their intervals within this fraction of each other ...
+PERIODIC_INTERVALS = 3  # ... and at least this many logging intervals apart: stalls every
+# logged line or two are the run's pace, not a period (SunXiaochuan-V1's "every ~5 steps",
+# its logging interval; issue 19, sweep R4)
 SIGNS = {"step_back": "the step went back", "clock_back": "the time field went back",
          "epoch_reset": "the epoch field went back to 0", "resume_event": "a resume event",
          "file_truncated": "the log was truncated", "file_replaced": "the log was replaced"}
@@ -375,16 +379,25 @@ def _periodic(incident, ctx, window, others) -> str | None:
     stalls before each new one again (LiveRun.recurring)."""
     steps = sorted({s.step for s in others if s.kind == "stall"} | {incident.step})
     k = steps.index(incident.step)
+    interval = max(int(incident.detail.get("steps", 1)), 1)  # the gap's steps: the log's pace
     for first in range(k - PERIODIC_MIN + 1, k + 1):
         trio = steps[first:first + PERIODIC_MIN] if first >= 0 else []
         gaps = np.diff(trio)
-        if len(trio) == PERIODIC_MIN and gaps.min() > 0 and (
+        if len(trio) == PERIODIC_MIN and gaps.min() >= PERIODIC_INTERVALS * interval and (
                 gaps.max() - gaps.min() <= PERIODIC_SPREAD * gaps.max()):
             listed = ", ".join(f"{s:,}" for s in trio)
             return sourced(f"stalls recur every ~{_round(float(gaps.mean())):,} steps (at "
-                           f"steps {listed}), like periodic checkpoint saves.", True,
-                           "the steps of the run's stalls")
+                           f"steps {listed}), like {_periodic_kind(incident, window, ctx)}.",
+                           True, "the steps of the run's stalls")
     return None
+
+
+def _periodic_kind(incident, window, ctx) -> str:
+    """What a stall every N steps looks like: evaluations where one ran in this stall's gap
+    (their rows say so), else checkpoint saves."""
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    evaluated = any(lo <= r["step"] <= hi for r in ctx.evals)
+    return "periodic evaluations" if evaluated else "periodic checkpoint saves"
 
 
 def _round(period: float) -> int:
