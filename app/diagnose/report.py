@@ -32,7 +32,7 @@ def as_dict(incident: Incident) -> dict:
 def text(incidents: list[dict], scope: str) -> str:
     if not incidents:
         return (f"No incidents in {scope}: no stalls, spikes, divergences, cliffs, non-finite "
-                "values or stragglers.\n")
+                "values, frozen losses, crashes or stragglers.\n")
     ordered = sorted(incidents, key=severity)
     lines = [f"{len(ordered)} incident{'s' if len(ordered) != 1 else ''} in {scope}, most "
              "severe first.", ""]
@@ -62,7 +62,7 @@ def look_text(look: Look, scope: str) -> str:
         parts.append(text([], scope))
     elif clean:
         parts.append(f"No incidents in {_runs(clean)}: no stalls, spikes, divergences, cliffs, "
-                     "non-finite values or stragglers.\n")
+                     "non-finite values, frozen losses, crashes or stragglers.\n")
     partly = sorted(set(read) & missed - {i["run"] for i in look.incidents})
     parts += [f"No incidents in the {read[r].lines} lines read of run {r}, but a file of it was "
               "not read (below): not clean.\n" for r in partly]
@@ -138,6 +138,13 @@ def _headline(i: dict) -> str:
     if i["kind"] == "nonfinite":
         last = "none" if i["baseline"] is None else f"{_num(i['baseline']):.4g}"
         return f"NON-FINITE {i['metric']} {where}: {i['value']} (last finite value {last})."
+    if i["kind"] == "frozen":
+        return (f"FROZEN {i['metric']} {where}: {i['value']!r} on every line, bit for bit: the "
+                "run is not learning.")
+    if i["kind"] == "crash":
+        total = "" if i["baseline"] is None else f" of {int(_num(i['baseline']))}"
+        at = "before its first step" if i["step"] < 0 else f"at step {i['step']}{total}"
+        return f"CRASH: the run failed {at}."
     if i["kind"] == "divergence":
         at = "" if i.get("worst_step") in (None, i["step"]) else f" at step {i['worst_step']}"
         return (f"DIVERGENCE in {i['metric']} {where}: peak {value:.4g}{at}, {value / base:.1f}x "
