@@ -96,7 +96,9 @@ def default_rules() -> list[Rule]:
     return [
         Rule(name="stall", type="stall", severity="critical", stall_factor=10.0, min_s=60.0),
         Rule(name="nonfinite", type="nonfinite", severity="critical"),
-        Rule(name="incident", type="incident", kinds=("spike", "cliff", "stall", "divergence")),
+        # a loss that never changes and a run that failed page too: each wastes the GPUs
+        Rule(name="incident", type="incident",
+             kinds=("spike", "cliff", "stall", "divergence", "frozen", "crash")),
     ]
 
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..db import queries
 from ..ingest.parse import records_table
-from . import schedule, straggler
+from . import crash, frozen, schedule, straggler
 from .causes import (
     BucketRuns,
     RunContext,
@@ -33,8 +33,11 @@ from .detect import BASELINE, TWO_WRITERS, Incident, RunDetector, Watch, is_grad
 from .load import frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
-KIND_RANK = {"nonfinite": 0, "divergence": 1, "cliff": 2, "spike": 3, "stall": 4,
-             straggler.KIND: 5, TWO_WRITERS: 6}
+KIND_RANK = {"nonfinite": 0, frozen.KIND: 1, "divergence": 2, "cliff": 3, "spike": 4,
+             "stall": 5, crash.KIND: 6, straggler.KIND: 7, TWO_WRITERS: 8}
+# a crash after the spikes and stalls: those that explain it (the crash-resume run's checkpoint
+# spikes) come first, and a run that only crashed has no other incident to rank against
+SELF_EXPLAINED = (TWO_WRITERS, frozen.KIND, crash.KIND)  # each says its own cause
 INCIDENT_SCHEMA = pa.schema([
     ("run", pa.string()), ("kind", pa.string()), ("metric", pa.string()),
     ("step", pa.int64()), ("end_step", pa.int64()), ("worst_step", pa.int64()),
@@ -62,17 +65,20 @@ def with_causes(cursor, run: str, incidents: list[Incident]) -> list[Incident]:
     if incidents:
         context = load_context(cursor, run)
         for incident in incidents:
-            if incident.kind != TWO_WRITERS:  # it says its own cause
+            if incident.kind not in SELF_EXPLAINED:
                 attribute(incident, context, incidents)
+        frozen.explain(incidents)  # a NaN that left the loss frozen: that is its cause
     return incidents
 
 
 def diagnose_run(cursor, run: str, watch: Watch) -> list[Incident]:
-    detector = RunDetector(run, watch)
+    detector, stuck = RunDetector(run, watch), frozen.FrozenDetector(run, watch)
     found: dict[tuple, Incident] = {}
-    collect(detector.feed(run_lines(cursor, run, watch)), found)
+    lines = run_lines(cursor, run, watch)
+    collect(detector.feed(lines) + stuck.feed(lines), found)
     # a straggler comes with its causes: the metric lines' causes do not apply to rank lines
-    return with_causes(cursor, run, list(found.values())) + straggler.diagnose_run(cursor, run)
+    return (with_causes(cursor, run, list(found.values())) + crash.failures(cursor, run)
+            + straggler.diagnose_run(cursor, run))
 
 
 def diagnose(cursor, watch: Watch, runs: list[str] | None = None) -> list[Incident]:
@@ -120,6 +126,8 @@ class LiveRun:
         self.run = run
         self.detector = RunDetector(run, watch)
         self.found: dict[tuple, Incident] = {}
+        self.frozen = frozen.FrozenDetector(run, watch)  # its incidents say their own cause
+        self.stuck: dict[tuple, Incident] = {}  # ... those it found
         # the stalls and gradient-norm spikes among found, in the same order: causes read them
         self.stalls: dict[tuple, Incident] = {}
         self.windows: dict[tuple, pd.DataFrame] = {}  # incident -> its lines (they never change)
@@ -151,7 +159,16 @@ class LiveRun:
                 self.stalls[key] = incident
         self.recent = {name: column[-self.TAIL:] for name, column in lines.items()}
         self.found.update(changed)
-        return list(changed.values())
+        stuck = self.frozen.feed(frame)
+        self.stuck.update((i.key, i) for i in stuck)
+        return list(changed.values()) + stuck
+
+    def explained(self) -> list[Incident]:
+        """The non-finite incidents whose first cause became a frozen loss (frozen.explain),
+        judged again after their causes were (attribute writes them anew)."""
+        if not self.stuck:
+            return []
+        return frozen.explain([*self.found.values(), *self.stuck.values()])
 
     def attribute(self, cursor, incidents: list[Incident], per_epoch=READ,
                   fresh: set[tuple] = frozenset()) -> None:
@@ -167,7 +184,7 @@ class LiveRun:
         whole = None
         for incident in incidents:
             window = self.windows.get(incident.key)
-            if incident.kind == TWO_WRITERS:  # it says its own cause
+            if incident.kind in SELF_EXPLAINED:
                 continue
             if window is None:
                 whole = whole or load_context(cursor, self.run)
@@ -293,9 +310,19 @@ class LiveDiagnosis:
             again = list({i.key: i for i in again}.values())
             if new or again:
                 live.attribute(cursor, new + again, runs.get(run), {i.key for i in touched})
-                changed += self._store(cursor, new + again)
+                judged = {i.key: i for i in new + again + live.explained()}
+                changed += self._store(cursor, list(judged.values()))
+        changed += self._crashes(cursor, upto_event)
         self.last_event = upto_event  # only now: a failed tick reads the same events again
         return changed
+
+    def _crashes(self, cursor, upto_event: int) -> int:
+        """The failed run_end events stored since the last tick, each an incident (one query,
+        only on a tick that stored events)."""
+        if upto_event <= self.last_event:
+            return 0
+        found = crash.failures(cursor, None, self.last_event, upto_event)
+        return self._store(cursor, found) if found else 0
 
     def _stragglers(self, cursor, upto: int) -> int:
         """Feed every run's new rank lines to its straggler detector (one query for all runs:

@@ -60,12 +60,16 @@ CASES = {
         "checkpoint save at step 7000 that the log says took 17.46 s", (1000, 6501, 7500),
         [("stall", "interval_s", 7001, "checkpoint")]),
     "torchtitan-crash-resume": Seen(
-        "right after each in-run save (5500, 6000, 6500) the loss jumps 2.5x until a crash; "
-        "each retry reloads the checkpoint (the step goes back) and the loss is normal again",
+        "right after each in-run save (5500, 6000, 6500) the loss jumps 2.5x until a crash "
+        "~150 steps later (exitcode: -6, last steps 5650, 6150, 6650); each retry reloads the "
+        "checkpoint (the step goes back) and the loss is normal again; finishes at 7,000",
         (2000, 5001, 7000),
         [("spike", "loss", 5501, "checkpoint"), ("spike", "loss", 6001, "checkpoint"),
          ("spike", "loss", 6501, "checkpoint"), ("stall", "interval_s", 5501, "checkpoint"),
-         ("stall", "interval_s", 6001, "checkpoint"), ("stall", "interval_s", 6501, "checkpoint")],
+         ("stall", "interval_s", 6001, "checkpoint"), ("stall", "interval_s", 6501, "checkpoint"),
+         # each failed launch is a real crash (its torchelastic line), ranked after the above
+         ("crash", "run_end", 5650, "crash"), ("crash", "run_end", 6150, "crash"),
+         ("crash", "run_end", 6650, "crash")],
         # launch 3 was stopped by hand at 5531 (its last line lands after launch 4's header);
         # launch 5 began again at 5501
         resumes=[(5650, 5501), (5731, 5501), (5531, 5501), (6150, 6001), (6650, 6501)]),

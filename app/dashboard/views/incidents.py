@@ -64,8 +64,8 @@ def live(run: str | None, kinds: list[str]) -> None:
     if table.empty:
         read = " in the lines read" if missed else ""
         st.info("No incidents" + (f" in {source.md(run)}" if run else "") + f"{read} so far: "
-                "detection looks for loss spikes, divergences, accuracy cliffs, stalls and "
-                "NaN/inf as lines arrive.")
+                "detection looks for loss spikes, divergences, accuracy cliffs, stalls, "
+                "NaN/inf, a loss that never changes and a run that failed, as lines arrive.")
         return
     table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
                                zip(table["run"], table["from_step"], table["to_step"],
