@@ -15,11 +15,14 @@ import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from ..errors import CliffwatchError
-from ..server.serverfile import server_file
+from ..lazy import LazyModule
+from ..serverfile import server_file
+
+# `ingest --once` asks whether a server holds the folder; only talking to one needs httpx
+httpx = LazyModule("httpx")
 
 log = logging.getLogger("cliffwatch.cli")
 
@@ -43,8 +46,11 @@ def server_url(db_path: Path, settings) -> str | None:
             log.warning("ignoring %s: its server (pid %s) is gone or no longer listens there "
                         "(left by a server that was killed?)", info, written["pid"])
             return None
+    except (OSError, ValueError, KeyError, TypeError):  # no server.json: no httpx import
+        return None
+    try:
         httpx.get(f"{url}/api/health", headers=auth_headers(settings), timeout=2.0)
-    except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
+    except httpx.HTTPError:
         return None
     return url
 

@@ -36,10 +36,10 @@ from ..errors import CliffwatchError
 from ..ingest.worker import IngestWorker
 from ..monitor import Monitor, default_db
 from ..read.tiles import TileWorker
+from ..serverfile import server_file
 from ..settings import describe
 from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
 from .routes import ROUTES
-from .serverfile import server_file
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
 log = logging.getLogger("cliffwatch.server")

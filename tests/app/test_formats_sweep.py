@@ -11,12 +11,13 @@ import json
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.diagnose import coverage
 from app.ingest.formats import detect, hf_state
 from tests.app.test_ingest_bad_input import ingest, query
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "sweep"
 UNREAD_EXIT = 3  # docs: diagnose's exit status when a log of a run reported on was not read
@@ -94,6 +95,19 @@ def test_a_skipped_trainer_log_holding_the_only_time_says_stalls_were_not_judged
     assert "nothing is missed" not in done.stdout
     assert "no time field" not in done.stdout
     assert json.loads(run_cli("diagnose", str(folder), "--json").stdout) == []
+
+
+def test_a_server_says_what_the_skipped_trainer_log_leaves_unjudged(tmp_path, make_server):
+    folder = copied(tmp_path, "lf-beside-state")
+    server = make_server(folder.parent)
+    answer = wait_for(lambda: (lambda a: a if a["unread"] else None)(httpx.get(
+        server.url + "/api/incidents", params={"run": "lf-beside-state"}).json()))
+    assert [(u["file"], u["missed"], u["unseen"]) for u in answer["unread"]] == [
+        ("lf-beside-state/trainer_log.jsonl", False,
+         "stalls not judged: the time is in trainer_log.jsonl, which is not read")]
+    done = run_cli("diagnose", str(folder))  # asks the server (its server.json)
+    assert done.returncode == 0, done.stderr
+    assert "which is not read)" in done.stdout and "nothing is missed" not in done.stdout
 
 
 def test_a_skipped_trainer_log_misses_nothing_when_the_read_log_has_the_time(tmp_path):
