@@ -83,6 +83,10 @@ def judged(cursor, run: str, watch: Watch, unread_files: list[Unread] = ()) -> J
     filled = _filled(cursor, run)
     lines = int(filled.pop("run") or 0)
     if not lines:
+        ranks = queries.execute(cursor, "diagnose/run_rank_count", {"run": run}).fetchone()[0]
+        if ranks:  # torchrun's rank files alone: their step times were judged (stragglers)
+            return Judged(int(ranks), ["no metric line, only the ranks' step times: stalls, "
+                                       "spikes, divergences and cliffs not judged"])
         return Judged(0, ["no metric line read: nothing judged"])
     metrics = {name for name, n in filled.items() if n and name not in NOT_METRICS}
     blind = []
