@@ -24,8 +24,7 @@ FORMAT_KEYS = SPECIAL | {EVENT}  # every key of a metrics line that is not a met
 # The monitor's own columns of the metrics tables (and DuckDB's rowid). A log key that folds to
 # one of them is stored with a prefix (ingest/columns.py), so none is ever a metric.
 MONITOR_COLUMNS = frozenset({"run", "attempt", "file_id", "ingested_at", "rank", "rowid",
-                             "line_id", "kind", "extra_metrics",
-                             "last_eval_step"})  # run_lines' evaluation step (detect.py)
+                             "line_id", "kind", "extra_metrics"})
 NOT_METRICS = SPECIAL | MONITOR_COLUMNS  # columns of metrics/metrics_all that are no metric
 INT64 = (-(2**63), 2**63 - 1)
 

@@ -6,10 +6,9 @@
 --   (a gap of ~4 s or ~20 s) has a median of the fast ones, and every slow gap is its rhythm.
 --   Nothing is judged before `min_lines` intervals are there. The defaults are the live
 --   detector's rules (app/diagnose/detect.py, SQL_PARAMS). What differs: the detector judges
---   a gap that held an evaluation pass (an evaluation row at a step from the line before's to
---   below its own) against the run's earlier evaluation gaps, and leaves such gaps out of the
---   training gaps' window, so a routine evaluation every N steps listed here is no incident
---   of `python -m app diagnose`.
+--   a gap listed here that held an evaluation pass (an evaluation row at a step from the line
+--   before's to below its own) again, against the run's earlier such pauses, so a routine
+--   evaluation every N steps listed here is no incident of `python -m app diagnose`.
 -- param run: run id, or NULL for every run (example: 'seed-cliff')
 -- param min_ratio: interval / typical interval (default: 3.0) (example: 3.0)
 -- param min_excess_s: seconds above the typical interval (default: 1.0) (example: 1.0)

@@ -65,9 +65,9 @@ STALL_QUANTILE = 0.85  # the typical interval: this quantile of the BASELINE int
 # not their median: a run with two speeds (SunXiaochuan-V1: 19 of 49 gaps ~20 s, the rest ~4 s)
 # has a median of the fast ones, and its every slow gap would be a stall (issue 19, sweep F2);
 # 0.85, not 0.8: 20 gaps of a 40%-slow run hold 4 or fewer slow ones one time in 20
-EVAL_HISTORY = 5  # evaluation gaps whose median is the usual one: an evaluation pass every
+EVAL_HISTORY = 5  # evaluation pauses whose median is the usual one: an evaluation pass every
 # 500 steps adds ~8x the usual gap each time, a rhythm, not a stall (sweep F1); one is a stall
-# only at STALL_RATIO times the usual evaluation gap (the first: times the training one)
+# only at STALL_RATIO times the usual evaluation pause (the first: times the training gap)
 SPIKE_REL = 1.0  # at least 2x the baseline ...
 SPIKE_SIGMAS = 8.0  # ... and this many noise scales above it
 CLIFF_REL = 0.3  # at least 30% below the baseline ...
@@ -95,9 +95,8 @@ LOOKAHEAD = {"stall": 0, "spike": 0, "cliff": CLIFF_STAYS, "nonfinite": 0,
 # character in a key as its escape text, so no metric column can be named like these.
 PRIVATE = "\x00"
 CLOCK = PRIVATE + "clock"  # seconds, line by line (load.py fills it)
-EVAL_STEP = PRIVATE + "eval_step"  # the last evaluation row's step at or below the line's
 NONFINITE = PRIVATE + "nonfinite:"  # frame columns flagging NaN/inf (NULL is not non-finite)
-NOT_METRICS = keys.NOT_METRICS | {CLOCK, EVAL_STEP}  # frame columns that are no metric
+NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
 TWO_WRITERS = "two_writers"  # a finding, not an incident of a metric: two processes print
 # the log (ingest/writers.py), so its intervals are read per process
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
@@ -374,15 +373,19 @@ class RunDetector:
         self.latest: dict[str, Incident] = {}  # per gradient norm, its last spike (BURST)
         # per diverging metric, its best and worst finite value before the divergence frontier
         self.extremes: dict[str, tuple[float, float]] = {}
-        self.eval_gaps: list[float] = []  # the last EVAL_HISTORY evaluation gaps (seconds)
+        self.pauses: list[float] = []  # the last EVAL_HISTORY evaluation pauses (seconds)
+        self.evaluated = None  # feed's: whether an evaluation row lies between two steps
         self.writers = Writers()  # who printed the lines so far (ingest/writers.py) ...
         self.interval = np.empty(0)  # ... and each frame line's seconds since the line before
         # of its writer (an array beside the frame: a column costs a pandas copy a tick)
 
-    def feed(self, batch: pd.DataFrame) -> list[Incident]:
-        """Judge the new lines; returns incidents found or grown by them."""
+    def feed(self, batch: pd.DataFrame, evaluated=None) -> list[Incident]:
+        """Judge the new lines; returns incidents found or grown by them. ``evaluated(lo, hi)``:
+        whether the run logged an evaluation row at a step from lo to below hi (load.evaluated;
+        None: no evaluation rows are known)."""
         if batch.empty:
             return []
+        self.evaluated = evaluated
         interval, two = self._writers(batch)
         self.frame = pd.concat([self.frame, batch], ignore_index=True)
         self.interval = np.concatenate([self.interval, interval])
@@ -479,8 +482,10 @@ class RunDetector:
                          causes=[TWO_WRITERS], evidence=[said], **self._context(line))]
 
     def _stalls(self, n: int) -> list[Incident]:
-        """Gaps STALL_RATIO times the typical one: a training gap against the training gaps
-        before it, a gap that held an evaluation pass against the evaluation gaps before it."""
+        """Gaps STALL_RATIO times the typical one. A gap that held an evaluation pass (an
+        evaluation row at a step from the line before's, the step a trainer logs before it
+        evaluates, to below its own) is an evaluation pause: judged again against the run's
+        earlier pauses, as a person reads a routine evaluation every N steps."""
         if CLOCK not in self.frame or self.frame[CLOCK].isna().all():
             return []
         attempt = self.frame["attempt"].to_numpy()
@@ -488,43 +493,34 @@ class RunDetector:
         same = np.concatenate([[False], attempt[1:] == attempt[:-1]])
         dt = np.where(same, self.interval, np.nan)
         dsteps = np.where(same, np.diff(steps, prepend=np.nan), np.nan)
-        evaluated = self._evaluated(steps, same)
-        typical = trailing_quantile(np.where(evaluated, np.nan, dt), STALL_QUANTILE)
-        typical = self._evaluation_typical(dt, evaluated, typical, n)
+        typical = trailing_quantile(dt, STALL_QUANTILE)
         with np.errstate(invalid="ignore"):
             mask = (dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)
         found = []
         for line in self._candidates("stall", mask, n, 0):
             p = self._pos(line)
+            baseline = self._pause_baseline(steps, p, float(dt[p]), float(typical[p]))
+            if baseline is None:
+                continue
             found.append(Incident(
                 self.run, "stall", "interval_s", self._step(line), self._step(line),
-                float(dt[p]), float(typical[p]), **self._context(line),
+                float(dt[p]), baseline, **self._context(line),
                 detail={"steps": int(dsteps[p])}))
         return found
 
-    def _evaluated(self, steps: np.ndarray, same: np.ndarray) -> np.ndarray:
-        """Per line, whether the gap before it held an evaluation pass: an evaluation row at a
-        step from the line before's (a trainer logs the step, then evaluates) to below its own."""
-        if EVAL_STEP not in self.frame:
-            return np.zeros(len(steps), dtype=bool)
-        last = self.frame[EVAL_STEP].to_numpy(dtype=float)
-        before = np.concatenate([[np.nan], steps[:-1]])
-        with np.errstate(invalid="ignore"):
-            return same & (last >= before) & (last < steps)
-
-    def _evaluation_typical(self, dt: np.ndarray, evaluated: np.ndarray, typical: np.ndarray,
-                            n: int) -> np.ndarray:
-        """``typical`` with each evaluation gap's own yardstick: the median of the EVAL_HISTORY
-        evaluation gaps before it (the run's first has none: the training gaps'). Each new line
-        is looked at once, in order, so batches of any size give the same yardsticks."""
-        typical = typical.copy()
-        start = max(self.frontier["stall"] - self.base, 0)
-        for p in np.flatnonzero(evaluated[start:n - self.base]) + start:
-            if self.eval_gaps:
-                typical[p] = float(np.median(self.eval_gaps[-EVAL_HISTORY:]))
-            if np.isfinite(dt[p]):
-                self.eval_gaps = [*self.eval_gaps[-EVAL_HISTORY + 1:], float(dt[p])]
-        return typical
+    def _pause_baseline(self, steps: np.ndarray, p: int, gap: float,
+                        typical: float) -> float | None:
+        """The yardstick of the gap before line ``p``, or None when it is no stall: the training
+        gaps' for a training gap; for an evaluation pause the median of the EVAL_HISTORY pauses
+        before it (the run's first has none: the training gaps'). Candidates come once each,
+        in order, so batches of any size give the same yardsticks."""
+        if self.evaluated is None or not self.evaluated(int(steps[p - 1]), int(steps[p])):
+            return typical
+        usual = float(np.median(self.pauses[-EVAL_HISTORY:])) if self.pauses else typical
+        self.pauses = [*self.pauses[-EVAL_HISTORY + 1:], gap]
+        if gap > STALL_RATIO * usual and gap - usual > STALL_MIN_EXCESS_S:
+            return usual
+        return None
 
     def _rise(self, metric: str, values: np.ndarray) -> np.ndarray:
         """The rises of ``metric`` from rise_base on, the frame's new lines' computed now (from

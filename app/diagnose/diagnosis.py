@@ -30,7 +30,7 @@ from .causes import (
     window_context,
 )
 from .detect import BASELINE, TWO_WRITERS, Incident, RunDetector, Watch, is_grad_norm, severity_of
-from .load import frame_of, run_lines
+from .load import evaluated, frame_of, run_lines
 
 log = logging.getLogger("cliffwatch.diagnose")
 KIND_RANK = {"nonfinite": 0, frozen.KIND: 1, "divergence": 2, "cliff": 3, "spike": 4,
@@ -75,7 +75,7 @@ def diagnose_run(cursor, run: str, watch: Watch) -> list[Incident]:
     detector, stuck = RunDetector(run, watch), frozen.FrozenDetector(run, watch)
     found: dict[tuple, Incident] = {}
     lines = run_lines(cursor, run, watch)
-    collect(detector.feed(lines) + stuck.feed(lines), found)
+    collect(detector.feed(lines, evaluated(cursor, run)) + stuck.feed(lines), found)
     # a straggler comes with its causes: the metric lines' causes do not apply to rank lines
     return (with_causes(cursor, run, list(found.values())) + crash.failures(cursor, run)
             + straggler.diagnose_run(cursor, run))
@@ -138,9 +138,9 @@ class LiveRun:
         self.recent: dict[str, np.ndarray] = {}  # the last TAIL lines, column by column
         self.last_line = -1
 
-    def feed(self, table: pa.Table, watch: Watch) -> list[Incident]:
+    def feed(self, table: pa.Table, watch: Watch, evaluations=None) -> list[Incident]:
         """Judge new lines (a run_lines table); returns the incidents found or grown, each
-        remembering its window."""
+        remembering its window. ``evaluations``: load.evaluated's lookup (RunDetector.feed)."""
         frame = frame_of(table, watch)
         self.last_line = int(frame["line_id"].iat[-1])
         runs, owners = self.buckets.feed(table["buckets"].combine_chunks())
@@ -149,7 +149,7 @@ class LiveRun:
         lines.update(self.schedule.feed(table))
         if self.recent:
             lines = {name: np.concatenate([self.recent[name], lines[name]]) for name in lines}
-        changed = {i.key: i for i in self.detector.feed(frame)}
+        changed = {i.key: i for i in self.detector.feed(frame, evaluations)}
         for key, incident in changed.items():
             if key not in self.windows:
                 self.windows[key] = window = _window(lines, incident)
@@ -303,7 +303,8 @@ class LiveDiagnosis:
                 continue  # events of a run with no lines yet: no incident to judge again
             live = live or self.runs.setdefault(run, LiveRun(run, self.watch))
             table = _unread(lines.get(run), live.last_line)
-            new = live.feed(table, self.watch) if table is not None else []
+            new = (live.feed(table, self.watch, evaluated(cursor, run))
+                   if table is not None else [])
             keys = {i.key for i in new}
             touched = live.touched(events.get(run, []))  # grown ones too: their events changed
             again = [i for i in touched + live.recurring(new) if i.key not in keys]

@@ -6,13 +6,15 @@ so each metric gets a companion flag column marking NaN/inf values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..db import queries
-from .detect import CLOCK, EVAL_STEP, NONFINITE, NOT_METRICS, Watch
+from .detect import CLOCK, NONFINITE, NOT_METRICS, Watch
 
 
 def run_lines(cursor, run: str, watch: Watch, after: int = -1) -> pd.DataFrame:
@@ -29,9 +31,6 @@ def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
         "attempt": table["attempt"].to_numpy(),
         CLOCK: _clock(table),
     }
-    if "last_eval_step" in table.column_names:  # run_lines': NaN where no evaluation yet
-        columns[EVAL_STEP] = table["last_eval_step"].cast(pa.float64()).to_numpy(
-            zero_copy_only=False)
     for name in table.column_names:
         if name in NOT_METRICS:
             continue
@@ -56,3 +55,15 @@ def _clock(table: pa.Table) -> np.ndarray:
         if name in table.column_names:
             clock = pc.coalesce(table[name].cast(pa.float64()), clock)
     return clock.to_numpy(zero_copy_only=False)
+
+
+def evaluated(cursor, run: str) -> Callable[[int, int], bool]:
+    """Whether ``run`` logged an evaluation row (table evals, kind 'eval') at a step from lo to
+    below hi: what a stall's gap held (detect.py). Asked only of a gap that would be a stall,
+    so a tick with none reads nothing more; the row was logged before the line after the gap,
+    so a live tick finds what the whole run does."""
+    def between(lo: int, hi: int) -> bool:
+        rows = queries.execute(cursor, "diagnose/evals_between",
+                               {"run": run, "lo": lo, "hi": hi - 1}).fetchall()
+        return bool(rows)
+    return between

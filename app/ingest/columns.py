@@ -31,7 +31,7 @@ SPECIAL = {"step": "int64", "elapsed_s": "float64", "time": "float64", "epoch": 
 OVERFLOW = "extra_metrics"  # MAP(VARCHAR, DOUBLE): metrics past the column cap
 # The monitor's own columns (and DuckDB's rowid); a key that folds to one gets the prefix.
 RESERVED = {"run", "attempt", "file_id", "ingested_at", "rank", "rowid", "line_id", "kind",
-            OVERFLOW, "last_eval_step"}  # the last: run_lines' evaluation step (detect.py)
+            OVERFLOW}
 PREFIX = "log_"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # C0 and C1 controls, DEL, and lone surrogates (json.loads lets "\ud800" through): pyarrow
