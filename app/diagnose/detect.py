@@ -196,12 +196,8 @@ def trailing_median(values: np.ndarray, window: int = BASELINE,
     return np.concatenate([[np.nan], moving[:-1]])
 
 
-def trailing_quantile(values: np.ndarray, q: float, window: int = BASELINE,
-                      min_lines: int = MIN_BASELINE) -> np.ndarray:
-    """The ``q`` quantile of the ``window`` values before each position, skipping NaN; NaN
-    until ``min_lines`` values are there."""
-    rolling = pd.Series(values).rolling(window, min_periods=min_lines)
-    return np.concatenate([[np.nan], rolling.quantile(q).to_numpy()[:-1]])
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def trailing_iqr(values: np.ndarray, window: int) -> np.ndarray:
@@ -493,9 +489,16 @@ class RunDetector:
         same = np.concatenate([[False], attempt[1:] == attempt[:-1]])
         dt = np.where(same, self.interval, np.nan)
         dsteps = np.where(same, np.diff(steps, prepend=np.nan), np.nan)
-        typical = trailing_quantile(dt, STALL_QUANTILE)
+        typical = trailing_median(dt)
         with np.errstate(invalid="ignore"):
             mask = (dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)
+        # the quantile is at or above the median: only a gap that stands out from the median
+        # can stand out from it, and only for those is it computed (a rolling quantile over a
+        # whole run costs ten times the median's)
+        for p in np.flatnonzero(mask):
+            typical[p] = np.quantile(_finite(dt[max(p - BASELINE, 0):p]), STALL_QUANTILE)
+        with np.errstate(invalid="ignore"):
+            mask &= (dt > STALL_RATIO * typical) & (dt - typical > STALL_MIN_EXCESS_S)
         found = []
         for line in self._candidates("stall", mask, n, 0):
             p = self._pos(line)
