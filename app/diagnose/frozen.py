@@ -72,27 +72,53 @@ class FrozenDetector:
                 and not c.startswith(NONFINITE) and self.watch.diverges(c)]
 
     def _metric(self, metric: str, frame: pd.DataFrame) -> list[Incident]:
+        """The runs of identical values among the new lines that log ``metric``, in one pass
+        of numpy (a whole run of a million lines is one batch): only the runs long enough,
+        and the last one (it may go on), are looked at one by one."""
         values = frame[metric].to_numpy(dtype=float, na_value=np.nan)
         flag = NONFINITE + metric
         bad = frame[flag].eq(True).to_numpy() if flag in frame else np.zeros(len(values), bool)
-        steps, ids = frame["step"].to_numpy(), frame["line_id"].to_numpy()
+        rows = np.flatnonzero(np.isfinite(values) | bad)  # the lines that log the metric
+        if not len(rows):
+            return []
+        value = np.where(bad[rows], np.nan, values[rows])  # NaN never equals: it ends a run
+        steps = frame["step"].to_numpy()[rows]
         repeat = self.repeats.setdefault(metric, Repeat())
-        changed = []
-        for i in np.flatnonzero(np.isfinite(values) | bad):  # the lines that log the metric
-            value = values[i] if not bad[i] else math.nan
-            if value == repeat.value:  # NaN never equals: a non-finite value ends a run
-                repeat.count += 1
-            else:
+        with np.errstate(invalid="ignore"):
+            starts = np.flatnonzero(np.concatenate([[value[0] != repeat.value],
+                                                    value[1:] != value[:-1]]))
+        bounds = np.concatenate([starts, [len(value)]])
+        changed: list[Incident] = []
+        if not len(starts) or starts[0] > 0:  # the first lines go on with the kept run
+            repeat.count += int(bounds[0])
+            repeat.last_step = int(steps[bounds[0] - 1])
+            self._judge(metric, repeat, changed)
+        if not len(starts):
+            return changed
+        self._close(repeat, changed)
+        lengths = np.diff(bounds)
+        for k in [*np.flatnonzero(lengths[:-1] >= FROZEN_LINES), len(starts) - 1]:
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            before = int(steps[lo - 1]) if lo else repeat.last_step
+            repeat = Repeat()
+            repeat.value, repeat.count, repeat.before_step = float(value[lo]), hi - lo, before
+            repeat.last_step = int(steps[hi - 1])
+            repeat.first = self._first(frame, int(rows[lo]))
+            self._judge(metric, repeat, changed)
+            if k != len(starts) - 1:
                 self._close(repeat, changed)
-                before = repeat.last_step
-                repeat.__init__()
-                repeat.value, repeat.count, repeat.before_step = value, 1, before
-                repeat.first = {"step": int(steps[i]), "line_id": int(ids[i]),
-                                "from_line_id": int(ids[i - 1]) if i else self.previous_line}
-            repeat.last_step = int(steps[i])
-            if repeat.count >= FROZEN_LINES and significant_digits(value) >= FROZEN_DIGITS:
-                changed.append(self._grow(metric, repeat))
+        self.repeats[metric] = repeat
         return changed
+
+    def _first(self, frame: pd.DataFrame, row: int) -> dict:
+        ids = frame["line_id"]
+        return {"step": int(frame["step"].iat[row]), "line_id": int(ids.iat[row]),
+                "from_line_id": int(ids.iat[row - 1]) if row else self.previous_line}
+
+    def _judge(self, metric: str, repeat: Repeat, changed: list) -> None:
+        """A run of FROZEN_LINES or more of a value with FROZEN_DIGITS: its incident grows."""
+        if repeat.count >= FROZEN_LINES and significant_digits(repeat.value) >= FROZEN_DIGITS:
+            changed.append(self._grow(metric, repeat))
 
     def _close(self, repeat: Repeat, changed: list) -> None:
         """The run of identical values ended: its incident no longer grows."""
