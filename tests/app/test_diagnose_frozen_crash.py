@@ -15,12 +15,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+import streamlit as st
 
+from app import state
 from app.alerts.rules import default_rules
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import KIND_RANK, LiveDiagnosis, diagnose, severity
 from app.diagnose.frozen import significant_digits
 from tests.app.test_alert_engine import bench  # noqa: F401 (a fixture)
+from tests.app.test_dashboard_pages import page, serve_in_process
 from tests.app.test_diagnose import diagnose_json
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import SHARED, needs_realdata, run_cli, wait_for
@@ -199,3 +202,23 @@ def test_the_crash_resume_runs_crashes_follow_its_checkpoint_spikes(tmp_path):
     kinds = [kind for kind, _ in found]
     assert kinds == sorted(kinds, key=lambda k: k == "crash") and kinds.count("spike") == 3
     assert [step for kind, step in found if kind == "crash"] == [5650, 6150, 6650]
+
+
+def test_the_incidents_page_lists_and_explains_them(tmp_path):
+    """The Incidents page, filtered on the new kinds (kind=frozen,crash), lists both, and the
+    selected one is written out with its evidence; the chart link opens the run."""
+    monitor = serve_in_process(copied(tmp_path, "titan-inf", "own-failed"))
+    try:
+        at = page("views/incidents.py", kind="frozen,crash")
+        assert not at.error, [e.value for e in at.error]
+        table = at.dataframe[0].value
+        assert sorted(zip(table["run"], table["kind"], strict=True)) == [
+            ("own-failed", "crash"), ("titan-inf", "frozen")]
+        assert all(link.startswith("./run?run=") for link in table["open"])
+        shown = " ".join(str(m.value) for m in at.markdown)
+        assert ("the run failed at step 40 of 1000" in shown
+                or "11.76178 over 25 lines in a row" in shown), shown
+    finally:
+        state.set_current(None)
+        st.cache_data.clear()
+        monitor.close()
