@@ -121,8 +121,9 @@ def shown_metric(metric: str | None) -> str | None:
 
 
 def _subject(kind: str, metric: str | None) -> str:
-    """``cliff in accuracy``; a stall is no stall "in gap_s"."""
-    return kind if kind == "stall" or not metric else f"{kind} in {metric}"
+    """``cliff in accuracy``; a stall is no stall "in gap_s", a crash none "in run_end" (the
+    event that says it)."""
+    return kind if kind in ("stall", "crash") or not metric else f"{kind} in {metric}"
 
 
 def _unit(kind: str) -> str:

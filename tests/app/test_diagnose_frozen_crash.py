@@ -188,6 +188,9 @@ def test_the_default_incident_rule_pages_for_a_frozen_loss_and_a_crash(bench):  
     assert sorted(fired) == [("crash", 40), ("frozen", 1)]
     assert fired[("crash", 40)]["evidence"][0].startswith("the run failed at step 40 of 1000")
     assert fired[("frozen", 1)]["causes"] == ["no_update"]
+    # a crash is no crash "in run_end": its message names it as a stall's does
+    assert fired[("crash", 40)]["summary"] == "crash at step 40; likely cause: crash"
+    assert fired[("frozen", 1)]["summary"].startswith("frozen in loss at step 1 (through 12)")
 
 
 @needs_realdata
