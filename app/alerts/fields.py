@@ -19,8 +19,8 @@ from .duration import DurationTooLong, format_duration, parse_duration
 SEVERITIES = ("critical", "warning", "info")
 OPS = (">", ">=", "<", "<=")
 DIRECTIONS = ("rise", "fall")
-# what app/diagnose reports
-KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler", "divergence")
+# what app/diagnose reports (diagnosis.KIND_RANK, but for two_writers: a finding, no alert)
+KINDS = ("spike", "cliff", "stall", "nonfinite", "straggler", "divergence", "frozen", "crash")
 _LINES = re.compile(r"\s*(\d+)\s*lines?\s*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

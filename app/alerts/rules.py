@@ -72,7 +72,9 @@ class Rule:
     min_s: float = 60.0  # TOML key `min`
     checkpoint_budget_s: float = 600.0  # TOML key `checkpoint_budget`
     # incident
-    kinds: tuple[str, ...] = ("spike", "cliff", "stall", "divergence")  # also nonfinite allowed
+    # also nonfinite and straggler allowed; a frozen loss and a crash waste the GPUs as a
+    # divergence does
+    kinds: tuple[str, ...] = ("spike", "cliff", "stall", "divergence", "frozen", "crash")
     line: int = 0  # line of its [[rule]] table in the file (0 for built-ins)
 
 
@@ -96,9 +98,7 @@ def default_rules() -> list[Rule]:
     return [
         Rule(name="stall", type="stall", severity="critical", stall_factor=10.0, min_s=60.0),
         Rule(name="nonfinite", type="nonfinite", severity="critical"),
-        # a loss that never changes and a run that failed page too: each wastes the GPUs
-        Rule(name="incident", type="incident",
-             kinds=("spike", "cliff", "stall", "divergence", "frozen", "crash")),
+        Rule(name="incident", type="incident"),  # its kinds: Rule's default
     ]
 
 

@@ -246,7 +246,7 @@ def test_defaults_apply_when_there_is_no_file(tmp_path):
     assert (stall.type, stall.stall_factor, stall.min_s) == ("stall", 10.0, 60.0)
     assert (nonfinite.type, nonfinite.metrics) == ("nonfinite", ())
     assert (incident.type, incident.kinds) == ("incident", ("spike", "cliff", "stall",
-                                                            "divergence"))
+                                                            "divergence", "frozen", "crash"))
     back, problems = parse_rules(to_toml(rules))
     assert problems == [] and [dataclasses.replace(r, line=0) for r in back] == rules
 

@@ -18,6 +18,7 @@ import pytest
 import streamlit as st
 
 from app import state
+from app.alerts.fields import KINDS
 from app.alerts.rules import default_rules
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import KIND_RANK, LiveDiagnosis, diagnose, severity
@@ -225,3 +226,9 @@ def test_the_incidents_page_lists_and_explains_them(tmp_path):
         state.set_current(None)
         st.cache_data.clear()
         monitor.close()
+
+
+def test_a_rules_file_and_metrics_know_the_new_kinds():
+    """Every kind diagnosis reports but the two-writers finding can be named in a rules file
+    (`kinds = ["crash"]` was refused as unknown) and is counted on /metrics."""
+    assert set(KIND_RANK) - {"two_writers"} == set(KINDS)
