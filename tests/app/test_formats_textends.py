@@ -20,7 +20,7 @@ import pytest
 
 from app.alerts.rules import Rule
 from app.ingest.formats import EVENT, textlog
-from tests.app.test_alert_engine import Bench
+from tests.app.test_alert_engine import Bench, bench  # noqa: F401 (a fixture)
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import SHARED, needs_realdata, run_cli
 
@@ -179,19 +179,6 @@ def test_the_real_crashes_are_failed_ends_and_the_last_launch_completes(real_sta
 
 # --- the stall rule on such logs (the real alert engine) -------------------------------------
 
-@pytest.fixture
-def bench(tmp_path):
-    made = []
-
-    def make(rules) -> Bench:
-        made.append(Bench(tmp_path, rules))
-        return made[-1]
-
-    yield make
-    for b in made:
-        b.monitor.close()
-
-
 def dated_now(text: bytes) -> bytes:
     """The fixture with its clock moved to now (ends 1 s ago): a log dated an hour back is
     history to the alert rules (alerts/engine_old_logs.sql), which never stalls."""
@@ -212,7 +199,7 @@ def write_log(b: Bench, text: bytes) -> float:
     return log.stat().st_mtime
 
 
-def test_a_finished_torchtitan_log_fires_no_stall(bench):
+def test_a_finished_torchtitan_log_fires_no_stall(bench):  # noqa: F811
     """Its last-step save has no end line; 'Training completed' follows it: no page, not
     'checkpoint at step 8 has not ended' once the checkpoint budget (30 s) is past."""
     b = bench([STALL])
@@ -223,7 +210,7 @@ def test_a_finished_torchtitan_log_fires_no_stall(bench):
     assert b.notes() == []
 
 
-def test_a_save_start_then_a_relaunch_is_no_save_still_open(bench):
+def test_a_save_start_then_a_relaunch_is_no_save_still_open(bench):  # noqa: F811
     """A save with no end, then the wrapper's next ATTEMPT loading the checkpoint, then
     silence: the launch hangs, which is a stall on the run's own budget (5 s here), not a
     save given the checkpoint budget (30 s)."""
