@@ -150,8 +150,8 @@ def rank(path: str) -> float | None:
     folder, _, name = path.rpartition("/")
     if name != detect.HF_STATE_NAME:
         return None
-    match = detect.CHECKPOINT.fullmatch(folder.rpartition("/")[2])
-    return int(match.group(0).rpartition("-")[2]) if match else FINAL
+    parent = folder.rpartition("/")[2]
+    return step_of(parent) if detect.CHECKPOINT.fullmatch(parent) else FINAL
 
 
 def take_over(store: Store, files, state: FileState, new: FileState, real: Path
