@@ -152,6 +152,11 @@ def is_grad_norm(metric: str) -> bool:
     return any(fnmatch.fnmatchcase(metric.lower(), p) for p in GRAD_NORM)
 
 
+def is_schedule(metric: str) -> bool:
+    """Whether ``metric`` is a learning rate (SCHEDULE): set by the user, never an incident."""
+    return any(fnmatch.fnmatchcase(metric.lower(), p) for p in SCHEDULE)
+
+
 def severity_of(kind: str, metric: str) -> str:
     """"warning" for a gradient norm's spike (the loss, judged on its own, says whether it did
     harm), "critical" for every other incident."""
@@ -178,9 +183,8 @@ class Watch:
     def diverges(self, metric: str) -> bool:
         """Whether a loss-like metric is judged for divergence too: not a gradient norm (its
         spikes are warnings) nor a learning rate (its warm-up is a planned climb)."""
-        name = metric.lower()
-        return self.kind_of(metric) == "spike" and not is_grad_norm(metric) and not any(
-            fnmatch.fnmatchcase(name, p) for p in SCHEDULE)
+        return (self.kind_of(metric) == "spike" and not is_grad_norm(metric)
+                and not is_schedule(metric))
 
 
 def trailing_median(values: np.ndarray, window: int = BASELINE,

@@ -18,17 +18,13 @@ import fnmatch
 import numpy as np
 import pyarrow as pa
 
-from .detect import SCHEDULE
+from .detect import SCHEDULE, is_schedule
 
 COLUMNS = ("lr", "lr_peak", "lr_peak_step", "lr_first", "lr_first_step")  # per line
 WARMED = 0.5  # a warm-up: the lr started at most this fraction of its peak (a constant lr has none)
 AT_PEAK = 0.9  # "at its peak": at least this fraction of it ...
 AFTER_PEAK = 1.0  # ... for at most this many warm-ups' length of steps after it was reached
 ROSE = 1.1  # "just after it rose": up this many times within the incident's window
-
-
-def is_schedule(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name.lower(), p) for p in SCHEDULE)
 
 
 def pick(table: pa.Table) -> str | None:
