@@ -52,10 +52,6 @@ from . import schedule
 from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
 from .evidence import of_event, sourced
 
-# the lr comes after the causes logged before it (an lr in warm-up is there for every early
-# incident), so an incident those explain keeps its first cause
-ORDER = ["checkpoint", "resume", "evaluation", "periodic", "stall", "bucket_homogeneity",
-         "epoch_boundary", "learning_rate", "grad_norm"]
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
 PERIODIC_MIN = 3  # stalls in a row at even spacing: periodic ...
@@ -491,6 +487,10 @@ CHECKS = (("checkpoint", _checkpoint), ("resume", _resume), ("evaluation", _eval
           ("periodic", _periodic), ("stall", _stall), ("bucket_homogeneity", _buckets),
           ("epoch_boundary", _epoch), ("learning_rate", _learning_rate),
           ("grad_norm", _grad_norm))
+# most likely first, as CHECKS has them: the lr comes after the causes logged before it (an lr
+# in warm-up is there for every early incident), so an incident those explain keeps its first
+# cause
+ORDER = [cause for cause, _ in CHECKS]
 # the kinds of incident some causes are judged for (the others: every kind); the lr and a
 # gradient norm's spike before explain a loss that rose, not a gap, a NaN or a drop
 ONLY = {"evaluation": ("stall",), "periodic": ("stall",),
