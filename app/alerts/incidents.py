@@ -25,7 +25,7 @@ from ..db import queries
 from . import lifecycle
 from .rules import Rule
 from .state import Batch
-from .webhook import number, unit
+from .webhook import incident_subject, number, unit
 
 QUIET_S = 60.0
 GAP = "gap_s"  # the one name of the seconds between two lines (issue 20, item 16)
@@ -93,7 +93,7 @@ def fire_if_ready(batch: Batch, rule: Rule, st, found: Found, silences) -> None:
 
 def facts(found: Found) -> dict:
     first = f"; likely cause: {found.causes[0]}" if found.causes else ""
-    where = f"{_subject(found.kind, found.metric)} at step {found.step}" + (
+    where = f"{incident_subject(found.kind, found.metric)} at step {found.step}" + (
         f" (through {found.end_step})" if found.end_step not in (None, found.step) else "")
     summary = (f"{where}: {worst(found.kind, found.value, found.worst_step, found.step)} "
                f"against a typical {number(found.baseline, _unit(found.kind))}{first}"
@@ -118,12 +118,6 @@ def shown_metric(metric: str | None) -> str | None:
     """The name a message gives an incident's metric: a stall's is the gap between lines,
     ``gap_s`` as the Run page and the SQL views call it (diagnosis stores ``interval_s``)."""
     return GAP if metric == "interval_s" else metric
-
-
-def _subject(kind: str, metric: str | None) -> str:
-    """``cliff in accuracy``; a stall is no stall "in gap_s", a crash none "in run_end" (the
-    event that says it)."""
-    return kind if kind in ("stall", "crash") or not metric else f"{kind} in {metric}"
 
 
 def _unit(kind: str) -> str:
@@ -161,7 +155,7 @@ def back(first: dict, value: float) -> bool:
 
 
 def _what(first: dict) -> str:
-    return f"{_subject(first.get('incident', 'incident'), first.get('metric'))} at step " \
+    return f"{incident_subject(first.get('incident', 'incident'), first.get('metric'))} at step " \
            f"{first.get('step')}"
 
 

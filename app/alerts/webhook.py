@@ -173,11 +173,21 @@ def header(facts: dict) -> str:
             "repeat": f"Still firing - {severity}: {what}"}.get(kind, f"{severity}: {what}")
 
 
+# incident kinds whose metric is no reading of the run's: a stall's is the gap, a crash's
+# the run_end event that says it
+NO_METRIC = ("stall", "crash")
+
+
+def incident_subject(kind: str, metric: str | None) -> str:
+    """``cliff in accuracy``; a stall is no stall "in gap_s", a crash none "in run_end"."""
+    return kind if kind in NO_METRIC or not metric else f"{kind} in {metric}"
+
+
 def subject(facts: dict) -> str:
     """The kind and the metric: ``cliff in accuracy``, ``NaN or inf in loss``, ``stall``."""
     metric, kind = facts.get("metric"), facts.get("incident")
     if kind:
-        return kind if kind in SECONDS or not metric else f"{kind} in {metric}"
+        return incident_subject(kind, metric)
     rule_type = facts.get("type")
     if rule_type == "nonfinite":
         return f"NaN or inf in {metric}" if metric else "NaN or inf"

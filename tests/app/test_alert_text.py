@@ -16,7 +16,7 @@ import pytest
 
 from app import settings as settings_mod
 from app import state
-from app.alerts import webhook
+from app.alerts import incidents, webhook
 from app.alerts.delivery import DeliveryWorker
 from app.alerts.engine import Engine
 from app.alerts.rules import Rule
@@ -128,6 +128,17 @@ def test_a_user_rule_header_names_the_rule_too():
              "typical": 1.0}
     assert webhook.header(stall) == "CRITICAL: stall on demo"
     assert dict(webhook.fields(stall))["Value"] == "88.25 s"
+
+
+def test_a_crash_header_names_no_metric_as_its_summary_does():
+    # the run_end event says a run failed; it is no metric of the run's (as a stall's gap)
+    crash = incidents.Found(run="n12", kind="crash", metric="run_end", step=8810, end_step=8810,
+                            worst_step=None, value=None, baseline=20000.0, causes=["crash"],
+                            evidence=[], updated_at=None)
+    facts = {"rule": "incident", "type": "incident", "severity": "warning", "kind": "firing",
+             "run": "n12", **incidents.facts(crash)}
+    assert facts["summary"].startswith("crash at step 8810")
+    assert webhook.header(facts) == "WARNING: crash on n12"
 
 
 
