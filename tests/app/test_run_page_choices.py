@@ -15,7 +15,6 @@ opened lands in the module's tmp dir (or $CLIFFWATCH_ARTIFACTS), never in git.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -31,6 +30,7 @@ from app.monitor import Monitor
 from app.read import series as series_mod
 from app.settings import Settings
 from tests.app.test_charts import drawn, items, layers
+from tests.app.test_dashboard_browser import artifacts  # noqa: F401 (a fixture)
 from tests.app.test_foreign_runs_drawn import llmc
 from tests.conftest import SAMPLES, Server, wait_for
 
@@ -87,16 +87,8 @@ def served(logs):
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory) -> Path:
-    folder = os.environ.get("CLIFFWATCH_ARTIFACTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 @pytest.fixture
-def page(browser, served, artifacts, request):
+def page(browser, served, artifacts, request):  # noqa: F811
     page = browser.new_page(viewport={"width": 1400, "height": 2600})
     yield page
     page.screenshot(path=str(artifacts / f"{request.node.name}.png"), full_page=True)
