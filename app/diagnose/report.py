@@ -21,6 +21,10 @@ from .diagnosis import severity
 from .evidence import split
 
 UNREAD_EXIT = 3  # diagnose's exit status when a log of a run it reports on was not read
+MISSED_EXIT = (f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; fix or "
+               "remove the file, or diagnose the run's other logs alone.\n")
+NOTHING = ("no stalls, spikes, divergences, cliffs, non-finite values, frozen losses, crashes "
+           "or stragglers")  # what "No incidents" means, said of a scope or of clean runs
 KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
         "evidence")
 
@@ -31,8 +35,7 @@ def as_dict(incident: Incident) -> dict:
 
 def text(incidents: list[dict], scope: str) -> str:
     if not incidents:
-        return (f"No incidents in {scope}: no stalls, spikes, divergences, cliffs, non-finite "
-                "values, frozen losses, crashes or stragglers.\n")
+        return f"No incidents in {scope}: {NOTHING}.\n"
     ordered = sorted(incidents, key=severity)
     lines = [f"{len(ordered)} incident{'s' if len(ordered) != 1 else ''} in {scope}, most "
              "severe first.", ""]
@@ -61,8 +64,7 @@ def look_text(look: Look, scope: str) -> str:
     if not look.incidents and read and not missed:
         parts.append(text([], scope))
     elif clean:
-        parts.append(f"No incidents in {_runs(clean)}: no stalls, spikes, divergences, cliffs, "
-                     "non-finite values, frozen losses, crashes or stragglers.\n")
+        parts.append(f"No incidents in {_runs(clean)}: {NOTHING}.\n")
     partly = sorted(set(read) & missed - {i["run"] for i in look.incidents})
     parts += [f"No incidents in the {read[r].lines} lines read of run {r}, but a file of it was "
               "not read (below): not clean.\n" for r in partly]
@@ -77,8 +79,7 @@ def look_text(look: Look, scope: str) -> str:
     if look.blank:
         parts.append(f"Exit status {UNREAD_EXIT}: nothing of {scope} was read.\n")
     elif look.missed:
-        parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
-                     "fix or remove the file, or diagnose the run's other logs alone.\n")
+        parts.append(MISSED_EXIT)
     return "\n".join(p for p in parts if p)
 
 
@@ -91,8 +92,7 @@ def _served(look: Look, scope: str) -> str:
                  "(below): not clean.\n"]
     parts.append(_unread(look.unread or []))
     if missed:
-        parts.append(f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; "
-                     "fix or remove the file, or diagnose the run's other logs alone.\n")
+        parts.append(MISSED_EXIT)
     return "\n".join(p for p in parts if p)
 
 
