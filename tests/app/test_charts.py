@@ -56,22 +56,26 @@ def seed_markers(x: str) -> pd.DataFrame:
                                        "label"]).astype({"x0": float, "x1": float})
 
 
-def drawn(chart) -> list[tuple[str, list[dict]]]:
-    """(mark type, items) of every data mark, as Vega lays the chart out."""
-    scene = vl_convert.vegalite_to_scenegraph(chart.to_dict(), vl_version=export.VL_VERSION)
+def scene_nodes(chart) -> list[dict]:
+    """Every dict of the scenegraph Vega lays the chart out as, outermost first."""
     found = []
 
     def walk(node):
         if isinstance(node, dict):
-            if str(node.get("name")).endswith("marks"):  # "marks", "layer_0_marks"
-                found.append((node["marktype"], node.get("items", [])))
+            found.append(node)
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
             for value in node:
                 walk(value)
-    walk(scene)
+    walk(vl_convert.vegalite_to_scenegraph(chart.to_dict(), vl_version=export.VL_VERSION))
     return found
+
+
+def drawn(chart) -> list[tuple[str, list[dict]]]:
+    """(mark type, items) of every data mark, as Vega lays the chart out."""
+    return [(node["marktype"], node.get("items", [])) for node in scene_nodes(chart)
+            if str(node.get("name")).endswith("marks")]  # "marks", "layer_0_marks"
 
 
 def items(chart, marktype: str, stroke: str | None = None) -> list[dict]:

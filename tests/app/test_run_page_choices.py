@@ -23,13 +23,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import vl_convert
 
-from app.dashboard import charts, export, panels, source
+from app.dashboard import charts, panels, source
 from app.monitor import Monitor
 from app.read import series as series_mod
 from app.settings import Settings
-from tests.app.test_charts import drawn, items, layers
+from tests.app.test_charts import drawn, items, layers, scene_nodes
 from tests.app.test_dashboard_browser import artifacts  # noqa: F401 (a fixture)
 from tests.app.test_foreign_runs_drawn import llmc
 from tests.conftest import SAMPLES, Server, wait_for
@@ -268,20 +267,7 @@ def test_ticks_are_formatted_to_the_data_precision(values):
 
 def texts(chart_) -> list[str]:
     """Every text Vega draws for the chart (tick labels among them)."""
-    scene = vl_convert.vegalite_to_scenegraph(chart_.to_dict(), vl_version=export.VL_VERSION)
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if isinstance(node.get("text"), str):
-                found.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-    walk(scene)
-    return found
+    return [node["text"] for node in scene_nodes(chart_) if isinstance(node.get("text"), str)]
 
 
 def test_a_millisecond_of_gap_jitter_stays_small():
