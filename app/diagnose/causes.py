@@ -103,14 +103,15 @@ def load_context(cursor, run: str) -> RunContext:
                       _evals(cursor, run, *keys.INT64), _attempts(cursor, run))
 
 
-def window_context(cursor, run: str, window: pd.DataFrame,
-                   lr_name: str | None = None) -> RunContext:
+def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None = None,
+                   evaluations: bool = True) -> RunContext:
     """The context of one incident from its window alone: ``window`` holds its lines
     (line_id, step, attempt, epoch, bucket_run, run_bucket, the last two as BucketRuns.feed
     gave them); events are read for the window's steps only, so the cost does not grow with
     the run. The run-wide figures (steps_per_epoch, typical_run) are left for the caller to
     fill in: they change as the run goes on, the window's lines and events do not.
-    ``lr_name``: the column the window's schedule.COLUMNS come from."""
+    ``lr_name``: the column the window's schedule.COLUMNS come from. ``evaluations``: whether
+    to read the evaluation rows (only a stall's causes read them: ONLY)."""
     # a resume event's step (its checkpoint's) can lie up to one log interval below the
     # first step its attempt logged (_opened_by)
     lo, hi = int(window["step"].min()), int(window["step"].max())
@@ -119,7 +120,8 @@ def window_context(cursor, run: str, window: pd.DataFrame,
         drop=True)
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
                       None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
-                      0.0, lr_name, _evals(cursor, run, lo, hi), _attempts(cursor, run))
+                      0.0, lr_name, _evals(cursor, run, lo, hi) if evaluations else [],
+                      _attempts(cursor, run))
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:

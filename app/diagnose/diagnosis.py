@@ -192,7 +192,9 @@ class LiveRun:
                 continue
             context = self.contexts.get(incident.key)
             if context is None or incident.key in fresh:
-                context = window_context(cursor, self.run, window, self.schedule.name)
+                # the evaluation rows explain a stall only (causes.ONLY): no query for others
+                context = window_context(cursor, self.run, window, self.schedule.name,
+                                         incident.kind == "stall")
                 self.contexts[incident.key] = context
             attribute(incident, replace(context, steps_per_epoch=per_epoch,
                                         typical_run=typical), stalls)
