@@ -35,18 +35,19 @@ def number(steps: np.ndarray, state: FileState, reset_reason: str | None,
     n = len(steps)
     clocks = np.full(n, np.nan) if clocks is None else clocks
     epochs = np.full(n, np.nan) if epochs is None else epochs
-    attempts, starts = np.empty(n, dtype=np.int64), []
     memory = writers.load(state.writers, state.last_step)
-    attempt, last = state.attempt, state.last_step
-    for i, (step, clock, epoch) in enumerate(zip(steps.tolist(), clocks.tolist(),
-                                                 epochs.tolist(), strict=True)):
-        reason = memory.line(step, clock, epoch)[0]
-        if last is None or reason:
-            attempt += 1
-            starts.append({"attempt": attempt, "start_step": step, "prev_step": last,
-                           "reason": reason or reset_reason or "start"})
-        attempts[i], last = attempt, step
-    state.attempt, state.last_step, state.writers = attempt, last, memory.dump()
+    found = writers.resumes(memory, steps, clocks, epochs)
+    if state.last_step is None:
+        found.insert(0, (0, reset_reason or "start"))
+    marks = np.zeros(n, dtype=np.int64)
+    marks[[i for i, _ in found]] = 1
+    attempts = state.attempt + np.cumsum(marks)
+    starts = [{"attempt": int(attempts[i]), "start_step": int(steps[i]),
+               "prev_step": int(steps[i - 1]) if i else state.last_step, "reason": reason}
+              for i, reason in found]
+    state.writers = memory.dump()
+    if n:
+        state.attempt, state.last_step = int(attempts[-1]), int(steps[-1])
     return attempts, starts
 
 

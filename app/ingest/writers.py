@@ -144,6 +144,41 @@ def intervals(memory: Writers, steps, clocks) -> tuple[list[float] | None, int |
     return dt, at
 
 
+def resumes(memory: Writers, steps, clocks, epochs) -> list[tuple[int, str]]:
+    """The lines that are resumes, by index, with their reasons (``memory`` moved past the
+    lines): ``Writers.line`` on each, but stretches whose steps rise and clocks do not fall,
+    while one process writes and no epoch resets, are done at once (as in ``intervals``)."""
+    import numpy as np
+
+    if len(steps) <= SMALL:
+        found = (memory.line(int(s), float(c), float(e))[0]
+                 for s, c, e in zip(steps, clocks, epochs, strict=True))
+        return [(i, reason) for i, reason in enumerate(found) if reason]
+    steps, clocks = np.asarray(steps), np.asarray(clocks, dtype=float)
+    epochs = np.asarray(epochs, dtype=float)
+    n, out, dt = len(steps), [], np.full(len(steps), np.nan)
+    logged = np.maximum.accumulate(np.where(np.isnan(epochs), -1, np.arange(n)))
+    before = np.full(n, memory.epoch)  # the epoch last logged before each line
+    before[1:] = np.where(logged[:-1] >= 0, epochs[np.maximum(logged[:-1], 0)], memory.epoch)
+    reset = (epochs < 1.0) & (epochs < before / 2)
+    odd = np.flatnonzero((np.diff(steps) <= 0) | (np.diff(clocks) < 0) | reset[1:]) + 1
+    i = 0
+    for stop in [*odd.tolist(), n]:
+        while i < min(stop + 1, n):  # the stretch to the odd line, then that line
+            if i < stop and not reset[i] and _plain(memory, steps[i], clocks[i]):
+                dt[i:stop] = np.diff(clocks[i:stop], prepend=memory.cur.clock)
+                _advance(memory, steps, dt, i, stop, clocks)
+                if logged[stop - 1] >= i:
+                    memory.epoch = float(epochs[logged[stop - 1]])
+                i = stop
+                continue
+            reason = memory.line(int(steps[i]), float(clocks[i]), float(epochs[i]))[0]
+            if reason:
+                out.append((i, reason))
+            i += 1
+    return out
+
+
 def _one_by_one(memory: Writers, steps: list, clocks: list) -> tuple[list[float], int | None]:
     seen, at, found = memory.two_at is not None, None, []
     for i, (step, clock) in enumerate(zip(steps, clocks, strict=True)):
