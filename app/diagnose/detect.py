@@ -100,14 +100,13 @@ NOT_METRICS = keys.NOT_METRICS | {CLOCK}  # frame columns that are no metric
 TWO_WRITERS = "two_writers"  # a finding, not an incident of a metric: two processes print
 # the log (ingest/writers.py), so its intervals are read per process
 _SHARED = {"window": BASELINE, "min_lines": MIN_HISTORY, "floor": NOISE_FLOOR}
+_SPIKES = {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN,
+           "history": SPIKE_HISTORY, "rank": SPIKE_RANK, "margin": SPIKE_MARGIN}
 SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
-    "spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": 1.0 + SPIKE_REL, "sudden": SUDDEN,
-               "history": SPIKE_HISTORY, "rank": SPIKE_RANK, "margin": SPIKE_MARGIN},
+    "spikes": _SPIKES,
     "cliffs": {**_SHARED, "sigmas": CLIFF_SIGMAS, "drop": CLIFF_REL, "stays": CLIFF_STAYS},
     # a gradient norm's spikes: queries/spikes.sql with ratio = GRAD_NORM_RATIO
-    "grad_norm_spikes": {**_SHARED, "sigmas": SPIKE_SIGMAS, "ratio": GRAD_NORM_RATIO,
-                         "sudden": SUDDEN, "history": SPIKE_HISTORY, "rank": SPIKE_RANK,
-                         "margin": SPIKE_MARGIN},
+    "grad_norm_spikes": {**_SPIKES, "ratio": GRAD_NORM_RATIO},
     "divergences": {"ratio": DIVERGE_RATIO, "above": DIVERGE_ABOVE, "stays": DIVERGE_STAYS},
     "stalls": {"min_ratio": STALL_RATIO, "min_excess_s": STALL_MIN_EXCESS_S,
                "quantile": STALL_QUANTILE, "window": BASELINE, "min_lines": MIN_BASELINE},
