@@ -249,17 +249,25 @@ def _checkpoint(incident, ctx, window, others) -> str | None:
             and lo <= e["step"] <= hi]
     if not hits:
         return None
-    ends = [e for e in hits if e["kind"] == "checkpoint_end"]
-    event = (ends or hits)[-1]
+    event = _best_save(hits)
     blocked = event["data"].get("blocked_s", event["data"].get("duration_s"))
     what = (f"blocked the training loop for {seconds(blocked)}"
-            if isinstance(blocked, (int, float)) else "began")
+            if isinstance(blocked, (int, float))
+            else "began" if event["kind"] == "checkpoint_start" else "was saved")
     if incident.kind == "stall":
         return sourced(f"checkpoint at step {event['step']} {what}, inside the "
                        f"{seconds(incident.value)} gap before step {incident.step}.",
                        *of_event(event))
     where = _lines_before(window, event["step"], incident)
     return sourced(f"checkpoint at step {event['step']} {what}, {where}.", *of_event(event))
+
+
+def _best_save(hits: list[dict]) -> dict:
+    """The save that says most: one the log wrote before one cliffwatch inferred (our own
+    trainer's ckpt/step-N.pt repeats the checkpoint_end of its events.jsonl, which knows the
+    blocked seconds), an end before a start, then the latest."""
+    return max(enumerate(hits), key=lambda hit: (not hit[1]["data"].get("inferred", False),
+                                                 hit[1]["kind"] == "checkpoint_end", hit[0]))[1]
 
 
 def _resume(incident, ctx, window, others) -> str | None:

@@ -174,3 +174,31 @@ def test_our_own_resume_event_names_a_spike_or_stall_just_after_it(tmp_path, sta
     assert incident.causes[0] == "resume", incident
     assert "a resume event from the checkpoint of step 150" in incident.evidence[0]
     assert incident.evidence[0].endswith("(logged: events.jsonl)"), incident.evidence
+
+
+def test_a_logged_save_is_quoted_before_the_weights_file_that_repeats_it(tmp_path):
+    """Our own trainer logs each save in events.jsonl (with the seconds it blocked) and writes
+    ckpt/step-N.pt, which cliffwatch also reads as an inferred save: the stall after it must
+    quote the logged save, as the demo's did ("blocked the training loop for 11.3 s"), not
+    "began (inferred: file step-300.pt …)" as it did once both were stored."""
+    run = tmp_path / "logs" / "own"
+    (run / "ckpt").mkdir(parents=True)
+    lines = [{"step": s, "loss": 1.0, "elapsed_s": s + (11.0 if s > 30 else 0.0)}
+             for s in range(1, 61)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    events = [{"event": "run_start", "step": 0, "elapsed_s": 0.0},
+              {"event": "checkpoint_start", "step": 30, "elapsed_s": 30.1,
+               "path": "ckpt/step-30.pt"},
+              {"event": "checkpoint_end", "step": 30, "elapsed_s": 41.0, "duration_s": 10.9,
+               "blocked_s": 10.9, "bytes": 1024, "path": "ckpt/step-30.pt"}]
+    (run / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in events))
+    (run / "ckpt" / "step-30.pt").write_bytes(b"weights")
+    with ingest(tmp_path / "logs") as mon:
+        mon.tailer.catch_up()
+        inferred = query(mon, "SELECT count(*) FROM events WHERE kind = 'checkpoint_end' "
+                         "AND CAST(data->>'inferred' AS BOOLEAN)")[0][0]
+        stalls = [i for i in diagnose(mon.db.cursor(), Watch()) if i.kind == "stall"]
+    assert inferred == 1  # the weights file is read as a save too: the case at hand
+    assert [(s.step, s.causes[0]) for s in stalls] == [(31, "checkpoint")]
+    assert "blocked the training loop for 10.9 s" in stalls[0].evidence[0]
+    assert "(logged: events.jsonl)" in stalls[0].evidence[0], stalls[0].evidence
