@@ -23,7 +23,7 @@ import orjson
 
 from ..lazy import LazyModule
 from .filestate import FileState
-from .formats import EVENT, TRAIN, Record, jsonl, textlog
+from .formats import EVENT, TRAIN, Record, jsonl, system, textlog
 from .formats.keymap import KeyMap
 from .parse import (
     EXCERPT,
@@ -90,7 +90,9 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
     its reader in formats/), the reset that made it read again, and its CRLF line ends,
     reported once per file (``new`` remembers it). ``keymap``: the run's extra key mappings
     for JSONL of other trainers (formats/keymap.py)."""
-    if kind in READERS:
+    if kind == system.KIND:  # samples of the machine, for system_samples: no metric rows
+        parsed = system.parse(data, base)
+    elif kind in READERS:
         parsed = from_records(*_read(kind, data, base, keymap, new.last_step), first=base == 0)
     else:
         parsed = parse_lines(data, base, events_only=kind == "events")

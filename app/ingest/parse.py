@@ -48,6 +48,10 @@ class Parsed:
     # summaries): a "kind" column says eval or summary; stored in eval_rows
     evals: pa.Table | None = None
     eval_offsets: list[int] = field(default_factory=list)
+    # system.jsonl's samples and their per-GPU values (formats/system.py): system_samples
+    # and system_gpus, without their run (the store adds it)
+    system: pa.Table | None = None
+    gpus: pa.Table | None = None
 
 
 def excerpt(raw: bytes) -> str:
@@ -158,7 +162,7 @@ def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
 
 def _line(raw: bytes, offset: int, out: Parsed, events_only: bool) -> dict | None:
     """One line: a metric row to keep, or None (an event, or a problem recorded)."""
-    decoded = _decode_line(raw, offset, out.problems)
+    decoded = decode_line(raw, offset, out.problems)
     if decoded is None:
         return None
     obj, notes = decoded
@@ -180,7 +184,7 @@ def first_line(exc: BaseException) -> str:
     return text[0][:200] if text else ""
 
 
-def _decode_line(raw: bytes, offset: int, problems: list[Problem]):
+def decode_line(raw: bytes, offset: int, problems: list[Problem]):
     """(object, notes) for a line holding a JSON object, else None with the problem noted."""
     def bad(reason: str) -> None:
         problems.append(Problem(offset, "error", reason, excerpt(raw)))

@@ -210,6 +210,7 @@ class Store:
             rows, attempts_of_rows = self._insert_rows(cur, state, batch)
         if parsed.evals is not None and parsed.evals.num_rows:
             self._insert_evals(cur, state, batch, attempts_of_rows)
+        samples = self._insert_system(cur, state, parsed)  # not a line: the run is not touched
         touched = bool(parsed.events) and self._insert_events(cur, state, parsed.events,
                                                               parsed.problems)
         if parsed.problems:
@@ -219,7 +220,7 @@ class Store:
         if batch.meta is not None:
             self._store_meta(state.run, batch.meta)
         self.update_file(new)
-        return rows
+        return rows + samples
 
     def update_file(self, new: FileState) -> None:
         self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
@@ -267,6 +268,15 @@ class Store:
                                                        rows.num_rows))
         self._ensure_columns(cur, EVALS, rows.column_names)
         self._insert(cur, "ingest/insert_evals", rows)
+
+    def _insert_system(self, cur, state: FileState, parsed: Parsed) -> int:
+        """system.jsonl's samples and GPU rows, with the file's run; returns samples stored."""
+        for query, rows in (("ingest/insert_system_samples", parsed.system),
+                            ("ingest/insert_system_gpus", parsed.gpus)):
+            if rows is not None and rows.num_rows:
+                self._insert(cur, query, rows.append_column(
+                    "run", pa.repeat(state.run, rows.num_rows)))
+        return 0 if parsed.system is None else parsed.system.num_rows
 
     def known(self, table: str) -> dict[str, str]:
         """The table's columns: {name folded as DuckDB compares them: name} (cached)."""

@@ -11,9 +11,10 @@ folder's reader takes::
     choose(["trainer_log.jsonl", "trainer_state.json"])
         -> (["trainer_state.json"], [("trainer_log.jsonl", "trainer_state.json holds ...")])
 
-Our own v1 names (``metrics.jsonl``, ``events.jsonl``, ``rank{N}.jsonl``, ``run.json``) keep
-their meaning whatever they hold. ``PENDING``: the bytes cannot tell yet (an empty file, no
-complete line): ask again when the file has grown. ``None``: not a log, with the reason to
+Our own v1 names (``metrics.jsonl``, ``events.jsonl``, ``rank{N}.jsonl``, ``run.json``, and
+the sampler's ``system.jsonl``, never a metrics log) keep their meaning whatever they hold.
+``PENDING``: the bytes cannot tell yet (an empty file, no complete line): ask again when the
+file has grown. ``None``: not a log, with the reason to
 show once. docs/formats.md has the rules as a table.
 """
 
@@ -24,18 +25,20 @@ from collections.abc import Iterable
 
 from ...keys import EVENT
 from ..parse import BOM, decode
-from . import csvlog, llmc, textlog, tfrecord
+from . import csvlog, llmc, system, textlog, tfrecord
 from .keymap import KeyMap
 from .keys import STEP_ALIASES
 
 METRICS, EVENTS, RANK, RUN_META = "metrics", "events", "rank", "run_meta"  # v1 (scan.py's)
+SYSTEM = system.KIND  # system.jsonl: the sampler's, stored in system_samples (formats/system.py)
 JSONL, HF_STATE, TFEVENTS, TEXT, CSV = "jsonl", "hf_state", "tfevents", "text", "csv"
 LLMC = "llmc"  # what text logs were called when only llm.c's were read: files stored so
 FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC, CSV})  # formats that are not v1
 TEXT_SUFFIXES = (".log", ".txt", ".out")  # tee'd stdout, records, SLURM's slurm-<job>.out
 PENDING = "pending"
 NOT_YET = "not a log yet"  # PENDING's reason for a text file with no log line so far
-V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META}
+V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META,
+            system.NAME: SYSTEM}
 RANK_FILE = re.compile(r"rank(\d+)\.jsonl")
 HF_STATE_NAME = "trainer_state.json"
 TFEVENTS_PREFIX = "events.out.tfevents."
@@ -105,7 +108,7 @@ def detect(name: str, head: bytes, keymap: KeyMap | None = None, before: int = 0
     fmt = by_name(name)
     if fmt is None:
         return None, NOT_JSON if name.endswith(".json") else NOT_A_NAME
-    if fmt in (METRICS, EVENTS, RANK, RUN_META):
+    if fmt in (METRICS, EVENTS, RANK, RUN_META, SYSTEM):
         return fmt, "log format v1"
     if not before and (size := lfs_pointer(head)) is not None:
         # PENDING: `git lfs pull` replaces it with the log, which is then read
