@@ -27,6 +27,10 @@ MONITOR_COLUMNS = frozenset({"run", "attempt", "file_id", "ingested_at", "rank",
                              "line_id", "kind", "extra_metrics"})
 NOT_METRICS = SPECIAL | MONITOR_COLUMNS  # columns of metrics/metrics_all that are no metric
 INT64 = (-(2**63), 2**63 - 1)
+# No log key: the monitor's name for the seconds between two lines, a stall incident's metric,
+# as the Run page, the time_gaps and stalls queries and alert messages say it (issue 20, item
+# 16; migration 0024 renamed the interval_s stored before)
+GAP = "gap_s"
 
 
 def is_step(value: object) -> bool:

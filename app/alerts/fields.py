@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..keys import GAP
 from .duration import DurationTooLong, format_duration, parse_duration
 
 SEVERITIES = ("critical", "warning", "info")
@@ -50,6 +51,21 @@ def _text(raw: object) -> str:
     if not raw.strip():
         raise ValueError("is empty")
     return raw
+
+
+# a stall's gap was stored as interval_s before migration 0024: a rules file written then
+# still means the same metric, without an error
+OLD_METRICS = {"interval_s": GAP}
+
+
+def _metric(raw: object) -> str:
+    text = _text(raw)
+    return OLD_METRICS.get(text, text)
+
+
+def _metric_glob(raw: object) -> str:
+    glob = _glob(raw)
+    return OLD_METRICS.get(glob, glob)
 
 
 def _name(raw: object) -> str:
@@ -208,7 +224,7 @@ def for_text(for_s: float, for_lines: int) -> str | None:
     return format_duration(for_s) if for_s else None
 
 
-METRIC = Field("metric", "metric", _text, 'the metric to watch, e.g. metric = "loss"', True)
+METRIC = Field("metric", "metric", _metric, 'the metric to watch, e.g. metric = "loss"', True)
 COMMON = (
     Field("name", "name", _name, 'a unique name, e.g. name = "loss-high"', True),
     Field("type", "type", _choice(("threshold", "change", "nonfinite", "stall", "incident")),
@@ -236,7 +252,7 @@ TYPES: dict[str, tuple[Field, ...]] = {
         Field("window", "window", _window, "window = 20 (lines in the trailing median)"),
     ),
     "nonfinite": (
-        Field("metrics", "metrics", _list_of(_glob, '["loss", "grad_*"]'),
+        Field("metrics", "metrics", _list_of(_metric_glob, '["loss", "grad_*"]'),
               'metrics = ["loss", "grad_*"] (default every metric)'),
     ),
     "stall": (

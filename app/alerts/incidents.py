@@ -28,7 +28,6 @@ from .state import Batch
 from .webhook import incident_subject, number, unit
 
 QUIET_S = 60.0
-GAP = "gap_s"  # the one name of the seconds between two lines (issue 20, item 16)
 # kinds whose metric has a way back to its baseline, and how much of the way from the worst
 # point makes it "back": a cliff from 0.16 to 0.0007 is back at 0.13, not at 0.05
 RECOVERS = ("spike", "divergence", "cliff")
@@ -99,7 +98,7 @@ def facts(found: Found) -> dict:
                f"against a typical {number(found.baseline, _unit(found.kind))}{first}"
                if found.value is not None and found.baseline is not None
                else f"{where}{first}")
-    return {"metric": shown_metric(found.metric), "step": found.step, "value": found.value,
+    return {"metric": found.metric, "step": found.step, "value": found.value,
             "typical": found.baseline, "causes": found.causes, "evidence": found.evidence,
             "summary": summary, "incident": found.kind, "end_step": found.end_step,
             "worst_step": found.step if found.worst_step is None else found.worst_step}
@@ -112,12 +111,6 @@ def worst(kind: str, value: float, worst_step: int | None, step: int) -> str:
             "stall": "gap "}.get(kind, "")
     at = "" if worst_step in (None, step) else f" at step {worst_step}"
     return f"{name}{number(value, _unit(kind))}{at}"
-
-
-def shown_metric(metric: str | None) -> str | None:
-    """The name a message gives an incident's metric: a stall's is the gap between lines,
-    ``gap_s`` as the Run page and the SQL views call it (diagnosis stores ``interval_s``)."""
-    return GAP if metric == "interval_s" else metric
 
 
 def _unit(kind: str) -> str:

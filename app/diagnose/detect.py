@@ -509,7 +509,7 @@ class RunDetector:
             if baseline is None:
                 continue
             found.append(Incident(
-                self.run, "stall", "interval_s", self._step(line), self._step(line),
+                self.run, "stall", keys.GAP, self._step(line), self._step(line),
                 float(dt[p]), baseline, **self._context(line),
                 detail={"steps": int(dsteps[p])}))
         return found

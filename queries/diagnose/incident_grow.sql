@@ -5,7 +5,7 @@
 --   It answers the rows changed (0: store it anew).
 -- param run: run id (example: 'seed-cliff')
 -- param kind: stall, spike, cliff or nonfinite (example: 'cliff')
--- param metric: the metric, interval_s for a stall (example: 'accuracy')
+-- param metric: the metric, gap_s for a stall (example: 'accuracy')
 -- param step: the incident's first step (example: 4231)
 -- param end_step: its last step so far (example: 4400)
 -- param worst_step: the step of its worst value (example: 4302)

@@ -5,7 +5,7 @@
 --   table, which is most of a live tick; it answers the rows changed (0: store it anew).
 -- param run: run id (example: 'seed-cliff')
 -- param kind: stall, spike, cliff or nonfinite (example: 'spike')
--- param metric: the metric, interval_s for a stall (example: 'loss')
+-- param metric: the metric, gap_s for a stall (example: 'loss')
 -- param step: the incident's first step (example: 2027)
 -- param end_step: its last step so far (example: 2035)
 -- param worst_step: the step of its worst value (example: 2029)

@@ -215,12 +215,11 @@ def test_incident_rule_carries_causes_and_evidence(bench, tmp_path):
     found = b.sql("SELECT kind, metric, step, causes, evidence FROM incidents "
                   "WHERE kind IN ('spike', 'cliff', 'stall') ORDER BY kind, metric, step")
     notes = [n for n in b.notes() if n["kind"] == "firing"]
-    # a stall's metric is named gap_s in messages, as on the Run page (diagnosis stores
-    # interval_s)
+    # a stall's metric is gap_s in incidents as in messages and on the Run page (issue 20)
+    assert {m for k, m, *_ in found if k == "stall"} == {"gap_s"}
     assert sorted((n["facts"]["incident"], n["facts"]["metric"], n["facts"]["step"],
                    n["facts"]["causes"], n["facts"]["evidence"]) for n in notes) == \
-        sorted((k, "gap_s" if m == "interval_s" else m, s, list(c), list(e))
-               for k, m, s, c, e in found)
+        sorted((k, m, s, list(c), list(e)) for k, m, s, c, e in found)
     assert any(n["facts"]["causes"] for n in notes)
     assert b.step() == 0  # nothing twice
     b.restart()

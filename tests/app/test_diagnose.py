@@ -36,8 +36,8 @@ def test_plain_seed_log_stalls_spikes_and_cliff(tmp_path):
     assert {i["severity"] for i in found} == {"critical"}  # no gradient norm's spike here
     summary = sorted((i["kind"], i["metric"], i["step"]) for i in found)
     assert summary == [("cliff", "accuracy", 4231), ("spike", "loss", 2029),
-                       ("spike", "loss", 4021), ("stall", "interval_s", 2027),
-                       ("stall", "interval_s", 4019)]
+                       ("spike", "loss", 4021), ("stall", "gap_s", 2027),
+                       ("stall", "gap_s", 4019)]
     by_step = {i["step"]: i for i in found}
     assert by_step[2029]["causes"] == ["stall"] and by_step[4021]["causes"] == ["stall"]
     assert "167.2 s" in by_step[2029]["evidence"][0] and "27 steps" in (

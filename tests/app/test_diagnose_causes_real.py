@@ -152,13 +152,13 @@ def test_a_spike_in_warm_up_and_right_after_it_names_the_learning_rate(found):
 
 def test_stalls_every_2000_steps_are_named_periodic(found):
     stalls = found["periodic"]
-    assert sorted(stalls) == [("stall", "interval_s", s) for s in (2001, 4001, 6001, 8001)]
-    assert [stalls[("stall", "interval_s", s)].causes for s in (2001, 4001, 6001, 8001)] == [
+    assert sorted(stalls) == [("stall", "gap_s", s) for s in (2001, 4001, 6001, 8001)]
+    assert [stalls[("stall", "gap_s", s)].causes for s in (2001, 4001, 6001, 8001)] == [
         ["periodic"]] * 4
-    assert stalls[("stall", "interval_s", 2001)].evidence == [
+    assert stalls[("stall", "gap_s", 2001)].evidence == [
         "stalls recur every ~2,000 steps (at steps 2,001, 4,001, 6,001), like periodic "
         "checkpoint saves. (inferred: the steps of the run's stalls)"]
-    assert stalls[("stall", "interval_s", 8001)].evidence[0].startswith(
+    assert stalls[("stall", "gap_s", 8001)].evidence[0].startswith(
         "stalls recur every ~2,000 steps (at steps 4,001, 6,001, 8,001)")
 
 
@@ -213,7 +213,7 @@ def test_a_spike_after_a_restart_names_its_signs(found):
 
 
 def test_a_stall_after_an_inferred_save_says_so(found):
-    stall = found["inferred_save"][("stall", "interval_s", 501)]
+    stall = found["inferred_save"][("stall", "gap_s", 501)]
     assert stall.causes == ["checkpoint"]
     assert stall.evidence == [
         f"checkpoint at step 500 blocked the training loop for 88.0 s, inside the "

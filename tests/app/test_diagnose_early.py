@@ -172,7 +172,7 @@ def test_a_grad_norm_spike_on_a_loss_spike_is_part_of_it():
 
 
 def test_a_warning_sorts_after_a_loss_incident():
-    loss = {"kind": "stall", "metric": "interval_s", "value": 20.0, "baseline": 10.0,
+    loss = {"kind": "stall", "metric": "gap_s", "value": 20.0, "baseline": 10.0,
             "run": "r", "step": 5}
     grad = {"kind": "spike", "metric": "grad_norm", "value": 50.0, "baseline": 1.0,
             "run": "r", "step": 1}

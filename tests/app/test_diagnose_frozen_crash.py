@@ -104,7 +104,7 @@ def test_a_crash_ranks_after_the_spikes_and_stalls_that_led_to_it():
         return {"kind": kind, "metric": metric, "value": value, "baseline": baseline,
                 "run": "r", "step": step}
     crash, frozen = row("crash", "run_end", step=5650), row("frozen", value=11.76)
-    spike, stall = row("spike", value=1.7, baseline=0.74), row("stall", "interval_s", 60, 2)
+    spike, stall = row("spike", value=1.7, baseline=0.74), row("stall", "gap_s", 60, 2)
     warning = row("spike", "grad_norm", 4.0, 0.1)
     nonfinite = row("nonfinite", "grad_norm", "NaN")
     ordered = sorted([warning, crash, stall, spike, frozen, nonfinite], key=severity)

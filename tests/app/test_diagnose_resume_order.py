@@ -53,7 +53,7 @@ def relaunched(load: bool) -> str:
 
 
 def by_step(found) -> dict[tuple[str, int], object]:
-    return {(i.kind, i.step): i for i in found if i.metric in ("loss", "interval_s")}
+    return {(i.kind, i.step): i for i in found if i.metric in ("loss", "gap_s")}
 
 
 def diagnosed(logs) -> dict[tuple[str, int], object]:

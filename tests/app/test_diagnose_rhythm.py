@@ -115,7 +115,7 @@ def periodic(steps: list[int], interval: int, evals: list[dict] = ()) -> str | N
     """causes._periodic for a stall at steps[-1] after the others, each `interval` steps after
     the line before it."""
     def stall(step):
-        return Incident("r", "stall", "interval_s", step, step, 60.0, 5.0, line_id=step,
+        return Incident("r", "stall", "gap_s", step, step, 60.0, 5.0, line_id=step,
                         from_line_id=step - interval, detail={"steps": interval})
     ctx = causes.RunContext([], pd.DataFrame(), None, None, None, 0.0, evals=list(evals))
     window = pd.DataFrame({"step": [steps[-1] - interval, steps[-1]]})

@@ -58,15 +58,15 @@ CASES = {
     "torchtitan-vlm-447m": Seen(
         "a resumed run, steps 6,501-7,500, loss 2.23->1.85, 2 s between lines but for the "
         "checkpoint save at step 7000 that the log says took 17.46 s", (1000, 6501, 7500),
-        [("stall", "interval_s", 7001, "checkpoint")]),
+        [("stall", "gap_s", 7001, "checkpoint")]),
     "torchtitan-crash-resume": Seen(
         "right after each in-run save (5500, 6000, 6500) the loss jumps 2.5x until a crash "
         "~150 steps later (exitcode: -6, last steps 5650, 6150, 6650); each retry reloads the "
         "checkpoint (the step goes back) and the loss is normal again; finishes at 7,000",
         (2000, 5001, 7000),
         [("spike", "loss", 5501, "checkpoint"), ("spike", "loss", 6001, "checkpoint"),
-         ("spike", "loss", 6501, "checkpoint"), ("stall", "interval_s", 5501, "checkpoint"),
-         ("stall", "interval_s", 6001, "checkpoint"), ("stall", "interval_s", 6501, "checkpoint"),
+         ("spike", "loss", 6501, "checkpoint"), ("stall", "gap_s", 5501, "checkpoint"),
+         ("stall", "gap_s", 6001, "checkpoint"), ("stall", "gap_s", 6501, "checkpoint"),
          # each failed launch is a real crash (its torchelastic line), ranked after the above
          ("crash", "run_end", 5650, "crash"), ("crash", "run_end", 6150, "crash"),
          ("crash", "run_end", 6650, "crash")],
@@ -80,7 +80,7 @@ CASES = {
         "iterations 1-344 of 500, killed; grad norm 85.8 at iteration 30 against ~2 while the "
         "lr warms up, the loss bumping 7.67->7.91; the first checkpoint save adds ~18 s at "
         "iteration 51", (344, 1, 344),
-        [("spike", "grad_norm", 30, "learning_rate"), ("stall", "interval_s", 51, "checkpoint")]),
+        [("spike", "grad_norm", 30, "learning_rate"), ("stall", "gap_s", 51, "checkpoint")]),
     "hf-llama32-sft-quoted": Seen(
         "167 training dicts over 3 epochs, loss 3.41->0.58 with a drop at each epoch "
         "boundary; eval loss a little worse in epoch 3: no incident", (167, 1, 167)),

@@ -216,7 +216,7 @@ def test_the_legend_shows_rules_as_dashed_strokes_and_a_one_step_stall_is_seen()
         "kind": ["checkpoint", "epoch", "incident", "alert"], "detail": ["", "", "stall",
                                                                         "stall: firing"],
         "x0": [2000.0, 2114.0, 2027.0, 2027.0], "x1": [2000.0, 2114.0, 2027.0, 2027.0],
-        "label": ["checkpoint", "epoch 1", "stall in interval_s", "alert"]})
+        "label": ["checkpoint", "epoch 1", "stall in gap_s", "alert"]})
     chart_ = charts.markers_layer(marks, x_domain=(0, 4500)).properties(width=WIDTH)
     spec = chart_.to_dict()
     legends = {tuple(u["encoding"]["color"]["scale"]["domain"]): u["encoding"]["color"]["legend"]
