@@ -115,19 +115,20 @@ class Sampler:
         return step if isinstance(step, int) else None
 
     def _write(self, line: dict) -> None:
-        # one os.write of the whole line on an O_APPEND descriptor: the line is whole or
-        # absent, never mixed with another writer's; opened each time, so a deleted run
-        # folder is noticed and a replaced file is followed
+        # the whole line in one os.write on an O_APPEND descriptor, never mixed with another
+        # writer's; opened each time, so a deleted run folder is noticed and a replaced file
+        # followed. After a write that stopped inside its line (a disk filling up), a "\n"
+        # first ends that fragment: it is one bad line, and this one is whole.
         data = (("\n" if self.torn else "") + json.dumps(line) + "\n").encode()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            wrote = 0
             try:
-                self.torn = True
-                while data:
-                    data = data[os.write(fd, data):]
-                self.torn = False
+                while wrote < len(data):
+                    wrote += os.write(fd, data[wrote:])
             finally:
                 os.close(fd)
+                self.torn = self.torn if wrote == 0 else wrote < len(data)
         except OSError as err:
             self._say_once(f"cliffwatch: cannot write {self.path} ({err.strerror or err}); "
                            "system metrics are not recorded until it can be, training goes on")

@@ -227,3 +227,44 @@ def test_a_folder_on_tmpfs_has_no_disk_of_its_own():
     if not shm.is_dir() or os.major(os.stat(shm).st_dev) != 0:
         pytest.skip("/dev/shm is not a tmpfs here")
     assert disks.disk_of(shm, psutil.disk_io_counters(perdisk=True) or {}) == disks.ALL
+
+
+FILLS_UP = """
+    import resource, signal, sys, time; from pathlib import Path; from cliffwatch import system
+    run = Path(sys.argv[1])
+    file = run / "system.jsonl"
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a killed process
+    sampler = system.start(run, rank=0, last_step=lambda: None, sample_s=0.25)
+    while not file.exists():
+        time.sleep(0.01)
+    written = file.stat().st_size
+    while file.stat().st_size == written:  # just after a sample: the next is 0.25 s away
+        time.sleep(0.005)
+    # room for a third of a line more: the next write stops inside its line, later ones
+    # fail, as on a disk filling up
+    room = file.stat().st_size + 200
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (room, hard))
+    while file.stat().st_size < room:
+        time.sleep(0.01)
+    time.sleep(0.6)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+    time.sleep(0.6)
+    sampler.stop()
+"""
+
+
+def test_a_line_cut_off_by_a_full_disk_spoils_no_later_line(tmp_path):
+    done = run_script(FILLS_UP, str(tmp_path))
+    (said,) = done.stderr.splitlines()
+    assert said.startswith("cliffwatch: cannot write") and "File too large" in said
+    rows = (tmp_path / system.FILE).read_text().split("\n")
+    assert rows[-1] == ""  # the file ends with a whole line
+    bad = []
+    for row in rows[:-1]:
+        try:
+            json.loads(row)
+        except ValueError:
+            bad.append(row)
+    assert len(bad) == 1 and len(bad[0]) == 200 and bad[0].startswith('{"time"'), bad
+    assert rows.index(bad[0]) < len(rows) - 2  # whole lines came after the cut one
