@@ -265,6 +265,21 @@ def rank_chart(times: pd.DataFrame, *, x_domain: Sequence[float] | None = None,
                  alt.Tooltip("fastest:Q", format=".3f"), alt.Tooltip("slowest:Q", format=".3f")])
 
 
+def system_chart(rows: pd.DataFrame, title: str, *, x: str = "step",
+                 x_domain: Sequence[float] | None = None, height: int = 230) -> alt.Chart:
+    """One chart of the System panel (app/read/system.py's rows of one ``chart``): a line
+    per series (host CPU, each GPU, ...) on the page's x, titled with its unit; the tooltip
+    gives a bucket's mean, its peak and its samples."""
+    plotted = _axis(rows[["series", "x", "step", "value", "peak", "n"]], x, ("x",))
+    return alt.Chart(plotted, height=height, title=f"system: {title}").mark_line(
+        clip=True, point=len(plotted) < 60).encode(
+        x=_x(x, "x", x_domain), y=_y("value", title, dict(zero=True)),
+        color=alt.Color("series:N", legend=dict(orient="top", title=None)),
+        tooltip=["series:N", alt.Tooltip("step:Q", title="step"),
+                 alt.Tooltip("value:Q", format=".4g", title="mean"),
+                 alt.Tooltip("peak:Q", format=".4g"), alt.Tooltip("n:Q", title="samples")])
+
+
 def vega_lite(chart: alt.TopLevelMixin) -> dict:
     """The chart as the Vega-Lite dict ``st.vega_lite_chart`` draws, each dataset a DataFrame
     (Streamlit sends it as Arrow), as ``st.altair_chart`` would make it but without checking

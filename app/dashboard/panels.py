@@ -29,6 +29,7 @@ STRIP_HEIGHT = 250
 LEGEND_HEIGHT = 80  # the first panel's legends sit above its plot, inside its height
 STRIP = "buckets"  # the strip's panel name (never a metric's: it is not in `metrics`)
 RANKS = "rank step time"  # per-rank seconds per step of a multi-process run (on x = step)
+SYSTEM = "system: "  # the System panel's charts (system.jsonl), named "system: memory GiB"
 # Smoothing is for the noisy per-batch numbers a person reads a trend from (loss, accuracy,
 # perplexity); a gap, a queue, a learning rate or a bucket is read as logged, since its
 # drops and jumps are the story (issue 20: EMA 0.6 drew the seed's queue drop to 0 as 1.8
@@ -60,6 +61,7 @@ class Panels:
     lines: int                 # lines of the run in the range
     full: bool                 # one point per line (nothing bucketed)
     charts: list[Panel] = field(default_factory=list)
+    x_domain: list[float] | None = None  # the x range every panel shares (the System panel's)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -72,7 +74,7 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
     domain = _x_domain(frame, x, lo, hi)
     typical = source.typical_gap(run, version)
     drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
-    out = Panels(series.lines, series.full)
+    out = Panels(series.lines, series.full, x_domain=domain)
     for metric in drawn:
         first = metric == drawn[0]
         height = HEIGHT + (LEGEND_HEIGHT if first else 0)
@@ -95,6 +97,26 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
             chart = charts.rank_chart(shown, x_domain=domain, height=height)
             out.charts.append(Panel(RANKS, charts.vega_lite(chart), height,
                                     shown[["step"]].assign(x=shown["step"])))
+    return out
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def system_panels(run: str, version: tuple, x: str, lo, hi, domain: tuple | None
+                  ) -> list[Panel]:
+    """The System panel's charts (CPU and GPU use, memory, disk), on the x range of the
+    loss panels (``domain``); none for a run without samples. ``version`` is the samples'
+    own (read/system.py): they come on through a stall, when no training line does."""
+    from ..read import system
+
+    rows = source.system_series(run, version, x, lo, hi)
+    out = []
+    for name in system.CHARTS:
+        part = rows[rows["chart"] == name]
+        if not part.empty:
+            chart = charts.system_chart(part, name, x=x, height=HEIGHT + LEGEND_HEIGHT,
+                                        x_domain=list(domain) if domain else None)
+            out.append(Panel(SYSTEM + name, charts.vega_lite(chart), HEIGHT + LEGEND_HEIGHT,
+                             part[["x", "step"]]))
     return out
 
 

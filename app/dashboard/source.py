@@ -252,6 +252,21 @@ def strip(run: str, version: tuple, lo, hi, x: str) -> pd.DataFrame:
     return strip_mod.bucket_strip(cursor(), run, lo=lo, hi=hi, x=x)
 
 
+def system_version(run: str) -> tuple:
+    """The run's samples' version (read/system.py): (0, 0, 0) without system.jsonl."""
+    from ..read import system
+
+    return system.version(cursor(), run)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def system_series(run: str, version: tuple, x: str, lo, hi) -> pd.DataFrame:
+    """The System panel's rows (read/system.py): empty for a run without samples."""
+    from ..read import system
+
+    return system.series(cursor(), run, x=x, lo=lo, hi=hi)
+
+
 @st.cache_data(max_entries=128, show_spinner=False)
 def rank_times(run: str, version: tuple) -> pd.DataFrame:
     """Seconds per step of each rank (empty for a run without rank{N}.jsonl files)."""

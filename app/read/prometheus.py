@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from ..alerts.fields import KINDS
 from ..db import queries
+from . import system
 from .runs import TAIL_LINES
 from .tiles import columns
 
@@ -60,6 +61,8 @@ class Snapshot:
     runs: list[Run]
     incidents: dict[tuple[str, str], int]  # (run, kind) -> open incidents
     monitor: dict[str, int]  # queries/metrics/monitor.sql's row
+    # the runs' newest system samples and their GPUs' rows (read/system.py's ``latest``)
+    system: tuple[list[dict], list[dict]] = ([], [])
 
 
 def exported(names: list[str], settings) -> list[str]:
@@ -102,9 +105,12 @@ def read(cursor, settings, now: float | None = None, anchors: Anchors | None = N
         incidents = {(run, kind): n for run, kind, n in queries.execute(
             cursor, "metrics/open_incidents", {"runs": [r.run for r in stepped],
                                                "steps": [r.step for r in stepped]}).fetchall()}
+        samples = system.latest(cursor, [r.run for r in runs],
+                                now - max(settings.metrics_grace, settings.metrics_silence))
         monitor = queries.execute(cursor, "metrics/monitor")
         names = [d[0] for d in monitor.description]
-        return Snapshot(now, runs, incidents, dict(zip(names, monitor.fetchone(), strict=True)))
+        return Snapshot(now, runs, incidents, dict(zip(names, monitor.fetchone(), strict=True)),
+                        samples)
     finally:
         # nothing was written: the snapshot just ends (and a cursor a failed BEGIN found in a
         # transaction leaves it, so the next scrape on this thread starts clean)
@@ -174,6 +180,7 @@ def run_families(snapshot: Snapshot) -> Iterator[Metric]:
         since.add_metric([run.run], max(0.0, snapshot.now - run.last_write))
         info.add_metric([run.run, run.status], 1)
     yield from (metric, step, written, since, info, incidents)
+    yield from system.families(*snapshot.system)
 
 
 def monitor_families(snapshot: Snapshot, ingest: IngestFacts) -> Iterator[Metric]:

@@ -5,8 +5,9 @@
 --   rules need to judge them (last_write: when the monitor last saw a log grow, files.grew_at
 --   by its own clock). One query per pass, however many runs there are.
 SELECT r.run, r.last_seen, p.last_line, p.first_time, p.history_step,
+       -- not system.jsonl: its sampler writes on through a stall
        (SELECT max(f.grew_at) FROM files AS f
-        WHERE f.run = r.run AND f.kind <> 'run_meta') AS last_write
+        WHERE f.run = r.run AND f.kind NOT IN ('run_meta', 'system')) AS last_write
 FROM runs AS r
 LEFT JOIN alert_progress AS p USING (run)
 WHERE p.run IS NULL OR r.last_seen IS DISTINCT FROM p.seen

@@ -9,7 +9,9 @@
 WITH named AS (
     SELECT DISTINCT run FROM files WHERE file_id IN (SELECT unnest($files))
 ), w AS (
-    SELECT f.run, max(f.grew_at) FILTER (WHERE f.kind <> 'run_meta') AS last_write,
+    -- system.jsonl is no log of the loop: its sampler writes on through a stall
+    SELECT f.run, max(f.grew_at) FILTER (WHERE f.kind NOT IN ('run_meta', 'system'))
+               AS last_write,
            max(l.last_step) AS last_step
     FROM files AS f
     LEFT JOIN line_files AS l USING (file_id)

@@ -14,7 +14,8 @@
 WITH recent AS (
     SELECT run, max(grew_at) AS last_write
     FROM files
-    WHERE kind <> 'run_meta' AND grew_at >= $now - greatest($grace_s, $silence_s)
+    -- not system.jsonl: its sampler writes on through a stall
+    WHERE kind NOT IN ('run_meta', 'system') AND grew_at >= $now - greatest($grace_s, $silence_s)
     GROUP BY run
 ), exported AS (
     SELECT r.run, r.status, w.last_write

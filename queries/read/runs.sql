@@ -21,7 +21,9 @@
 WITH written AS (
     SELECT run, max(grew_at) AS last_write
     FROM files
-    WHERE kind <> 'run_meta'  -- every log: a line, an event, a rank's line
+    -- every log: a line, an event, a rank's line; not system.jsonl, whose sampler writes on
+    -- through a stall
+    WHERE kind NOT IN ('run_meta', 'system')
     GROUP BY run
 ), listed AS (
     SELECT r.run, s.status, r.first_seen, r.last_seen, w.last_write,

@@ -137,7 +137,8 @@ def caption(run: str, view: source.RunView, series, ver: tuple) -> None:
 
 def draw(run: str, item: panels.Panel, view: source.RunView) -> None:
     """One panel with its PNG download; a drag on it zooms the whole page."""
-    if item.metric in (panels.STRIP, panels.RANKS):  # no brush: drawn, not zoomed from
+    if item.metric in (panels.STRIP, panels.RANKS) or item.metric.startswith(panels.SYSTEM):
+        # no brush: drawn, not zoomed from
         st.vega_lite_chart(spec=item.spec, width="stretch", height=item.height,
                            alt=f"{item.metric} of {run}")
         return
@@ -213,6 +214,21 @@ def live(run: str) -> None:
         draw(run, item, view)
     if note:
         untimed_note(run)
+    system_panel(run, view, drawn)
+
+
+def system_panel(run: str, view: source.RunView, drawn: panels.Panels) -> None:
+    """What the machine was doing (the run's system.jsonl), under the training panels on
+    their x range; nothing for a run without samples."""
+    version = source.system_version(run)
+    if not version[1]:
+        return
+    domain = tuple(drawn.x_domain) if drawn.x_domain else None
+    found = panels.system_panels(run, version, view.x, view.lo, view.hi, domain)
+    if found:
+        st.subheader("System")
+    for item in found:
+        draw(run, item, view)
 
 
 def page() -> None:
