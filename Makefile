@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench serve clean
+.PHONY: demo test lint bench serve clean image-check
 
 $(STAMP): requirements.txt requirements-app.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/alerts.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/fleet.py
+
+# the monitor's Docker image, built and asked as a user would (docker/image-check.sh says how);
+# needs a Docker engine, and root where the base must be made from Debian's packages
+image-check:
+	bash docker/image-check.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
