@@ -3,13 +3,17 @@
 Vocabulary (most likely first when several apply):
 
 - ``checkpoint``: a checkpoint event in the lines just before (or inside the gap of a stall),
-  logged or inferred (a save_steps, a checkpoint folder that appeared: evidence.of_event);
+  logged or inferred (a save_steps, a checkpoint folder that appeared: evidence.of_event),
+  else checkpoint-like disk writes in system.jsonl inside that gap (system.disk);
 - ``resume``: a new attempt (the run was restarted from a checkpoint) just before, with the
   signs seen (attempts.reason: the step, the clock or the epoch went back, a resume event);
   a resume event explains only the lines of the attempt it opens (``_opened_by``), never
   lines logged before it at the same steps (a later launch's "resumed from step 5500" is
   not the cause of the spike the first launch logged at 5501-5650 before it crashed);
 - ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
+- ``swap``, ``input_wait``, ``gpu_memory``: what system.jsonl says the machine did inside a
+  stall's gap: swap in use grew; the GPUs idled with the input queue empty, or one core was
+  pegged; a GPU's memory was near its total (system.py);
 - ``periodic``: a stall that recurs every N steps (three in a row at even spacing, at least
   PERIODIC_INTERVALS logging intervals apart), named even when nothing was logged about it,
   "like periodic evaluations" where an evaluation row lies in its gap;
@@ -24,7 +28,8 @@ Vocabulary (most likely first when several apply):
 Each sentence ends with whether its cause was logged or inferred, and from what (evidence.py).
 
 A straggler (a slow rank, ``straggler.py``) is judged from the rank files, not these lines: its
-causes are ``input_wait`` (its input pipeline's wait explains the lost time) and
+causes are ``input_wait`` (its input pipeline's wait explains the lost time, as system.jsonl's
+idle GPUs or pegged core do for a stall) and
 ``slow_rank`` (which rank, by how much, since when), given by ``straggler.explain``.
 
 For example the seed's spike at step 2029 reads::
@@ -48,9 +53,9 @@ import pyarrow.compute as pc
 
 from .. import keys
 from ..db import queries
-from . import schedule
+from . import schedule, system
 from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
-from .evidence import of_event, sourced
+from .evidence import lines_before, of_event, seconds, sourced
 
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
@@ -83,6 +88,7 @@ class RunContext:
     lr_name: str | None = None  # the lr column schedule.COLUMNS of lines come from
     evals: list[dict] = field(default_factory=list)  # evaluation rows at the lines' steps
     attempts: dict[int, Attempt] = field(default_factory=dict)
+    machine: system.Machine | None = None  # system.jsonl's samples around the lines
 
     def index(self, line_id: int) -> int:
         return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
@@ -100,7 +106,8 @@ def load_context(cursor, run: str) -> RunContext:
     runs, owners = buckets.feed(table["buckets"].combine_chunks())
     return RunContext(_events(cursor, "run_events", {"run": run}), lines,
                       steps_per_epoch(cursor, run), runs, owners, buckets.typical(), lr.name,
-                      _evals(cursor, run, *keys.INT64), _attempts(cursor, run))
+                      _evals(cursor, run, *keys.INT64), _attempts(cursor, run),
+                      system.read(cursor, run))
 
 
 def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None = None,
@@ -121,7 +128,9 @@ def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None =
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
                       None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
                       0.0, lr_name, _evals(cursor, run, lo, hi) if evaluations else [],
-                      _attempts(cursor, run))
+                      _attempts(cursor, run),
+                      system.read(cursor, run, int(lines["line_id"].min()),
+                                  int(lines["line_id"].max())))
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:
@@ -222,7 +231,7 @@ def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> No
         if incident.kind not in ONLY.get(cause, (incident.kind,)) or (
                 cause == "stall" == incident.kind):
             continue
-        if cause == "stall" and "checkpoint" in found:
+        if cause in SAVED and "checkpoint" in found:
             continue
         sentence = check(incident, ctx, window, others)
         if sentence:
@@ -235,20 +244,14 @@ def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> No
     incident.evidence = [found[c] for c in incident.causes]
 
 
-def _lines_before(window: pd.DataFrame, step: int, incident: Incident) -> str:
-    """How many logged lines came after ``step``, as "3 lines before step 2029"."""
-    later = int((window["step"] > step).sum())
-    return f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
-
-
 def _checkpoint(incident, ctx, window, others) -> str | None:
     lo, hi = int(window["step"].min()), int(window["step"].max())
     if incident.kind != "stall":
         hi = incident.step - 1  # a save at the incident's own step comes after its line
     hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
             and lo <= e["step"] <= hi]
-    if not hits:
-        return None
+    if not hits:  # no save logged or inferred from files: the disk may still say one ran
+        return system.disk(incident, ctx, window, others)
     event = _best_save(hits)
     blocked = event["data"].get("blocked_s", event["data"].get("duration_s"))
     what = (f"blocked the training loop for {seconds(blocked)}"
@@ -258,7 +261,7 @@ def _checkpoint(incident, ctx, window, others) -> str | None:
         return sourced(f"checkpoint at step {event['step']} {what}, inside the "
                        f"{seconds(incident.value)} gap before step {incident.step}.",
                        *of_event(event))
-    where = _lines_before(window, event["step"], incident)
+    where = lines_before(window, event["step"], incident)
     return sourced(f"checkpoint at step {event['step']} {what}, {where}.", *of_event(event))
 
 
@@ -447,7 +450,7 @@ def _grad_norm(incident, ctx, window, others) -> str | None:
     ratio = f", {spike.value / spike.baseline:.0f}x its {spike.baseline:.2g}" if (
         spike.baseline) else ""
     return sourced(f"{spike.metric} spiked to {spike.value:.3g} at step {spike.step}{ratio}, "
-                   f"{_lines_before(window, spike.step, incident)}.", True,
+                   f"{lines_before(window, spike.step, incident)}.", True,
                    f"the {spike.metric} column")
 
 
@@ -472,7 +475,7 @@ def _epoch(incident, ctx, window, others) -> str | None:
         if event["kind"] == "epoch_start" and event["step"] is not None and (
                 lo <= event["step"] <= hi):
             epoch = event["data"].get("epoch", "?")
-            where = _lines_before(window, event["step"], incident)
+            where = lines_before(window, event["step"], incident)
             return sourced(f"epoch {epoch} began at step {event['step']} (epoch_start event), "
                            f"{where}.", *of_event(event))
     epochs = window["epoch"].to_numpy(dtype=float)
@@ -482,18 +485,20 @@ def _epoch(incident, ctx, window, others) -> str | None:
         i = crossed[-1] + 1
         step = int(window["step"].iat[i])
         return sourced(f"the epoch field reached {epochs[i]:g} at step {step}, "
-                       f"{_lines_before(window, step, incident)}.", True, "the epoch field")
+                       f"{lines_before(window, step, incident)}.", True, "the epoch field")
     per = ctx.steps_per_epoch
     # a boundary b means the epoch after it starts at step b + 1: the line at b is the old one
     if per and (lo - 1) // per != (hi - 1) // per:
         boundary = ((hi - 1) // per) * per
         return sourced(f"step {boundary} is an epoch boundary ({per} steps per epoch in "
-                       f"run.json), {_lines_before(window, boundary, incident)}.", True,
+                       f"run.json), {lines_before(window, boundary, incident)}.", True,
                        "steps_per_epoch in run.json")
     return None
 
 
 CHECKS = (("checkpoint", _checkpoint), ("resume", _resume), ("evaluation", _evaluation),
+          ("swap", system.swap), ("input_wait", system.input_bound),
+          ("gpu_memory", system.gpu_memory),
           ("periodic", _periodic), ("stall", _stall), ("bucket_homogeneity", _buckets),
           ("epoch_boundary", _epoch), ("learning_rate", _learning_rate),
           ("grad_norm", _grad_norm))
@@ -503,10 +508,9 @@ CHECKS = (("checkpoint", _checkpoint), ("resume", _resume), ("evaluation", _eval
 ORDER = [cause for cause, _ in CHECKS]
 # the kinds of incident some causes are judged for (the others: every kind); the lr and a
 # gradient norm's spike before explain a loss that rose, not a gap, a NaN or a drop
-ONLY = {"evaluation": ("stall",), "periodic": ("stall",),
+ONLY = {"evaluation": ("stall",), "periodic": ("stall",), "swap": ("stall",),
+        "input_wait": ("stall",), "gpu_memory": ("stall",),
         "learning_rate": ("spike", "divergence"), "grad_norm": ("spike", "divergence")}
-
-
-def seconds(value: float) -> str:
-    """167.2 s, 11.3 s, 0.021 s: short intervals keep their significant digits."""
-    return f"{value:.1f} s" if abs(value) >= 1 else f"{value:.2g} s"
+# causes a save explains away: the stall before an incident, and a core pegged or GPUs idle
+# while the loop waited on the save (its pickling pegs a core too)
+SAVED = ("stall", "input_wait")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 OWN_EVENTS = "events.jsonl"  # the source of an event that names none
 _TAIL = re.compile(r" \((logged|inferred): ([^()]*(?:\([^()]*\)[^()]*)*)\)$")
 
@@ -49,3 +51,14 @@ def split(sentence: str) -> tuple[str | None, str]:
     if found is None:
         return None, sentence
     return f"{found.group(1)}: {found.group(2)}", sentence[:found.start()]
+
+
+def seconds(value: float) -> str:
+    """167.2 s, 11.3 s, 0.021 s: short intervals keep their significant digits."""
+    return f"{value:.1f} s" if abs(value) >= 1 else f"{value:.2g} s"
+
+
+def lines_before(window: pd.DataFrame, step: int, incident) -> str:
+    """How many logged lines came after ``step``, as "3 lines before step 2029"."""
+    later = int((window["step"] > step).sum())
+    return f"{later} line{'s' if later != 1 else ''} before step {incident.step}"
