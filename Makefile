@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/alerts.py
 	$(BIN)/python bench/dashboard.py
 	$(BIN)/python bench/fleet.py
+	$(BIN)/python bench/sampler.py
 
 # the monitor's Docker image, built and asked as a user would (docker/image-check.sh says how);
 # needs a Docker engine, and root where the base must be made from Debian's packages
