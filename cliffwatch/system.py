@@ -167,39 +167,38 @@ class Probe:
             self.gpus.close()
 
     def read(self, say: Callable[[str], None]) -> dict:
-        now = self._counters()
+        now = self._counters(say)
         before, self.previous = self.previous, now
         span = max(now["wall"] - before["wall"], 1e-6)
+
+        def change(name: str, fields: Callable[..., dict]) -> dict:
+            if before[name] is None or now[name] is None:  # not read, said in _counters
+                return {}
+            return fields(before[name], now[name], span)
+
+        parts = {"CPU": lambda: change("CPU", cpu_fields), "memory": self._memory,
+                 "disk": lambda: {"disk": self.disk, **change("disk", disk_fields)},
+                 "network": lambda: change("network", net_fields),
+                 "GPUs": lambda: {"gpus": self.gpus.read() if self.gpus is not None else []}}
         line: dict = {"sample_s": round(span, 3)}
-        for name, fields in (("CPU", cpu_fields), ("memory", None), ("disk", disk_fields),
-                             ("network", net_fields), ("GPUs", None)):
+        for name, part in parts.items():
             try:
-                line.update(self._section(name, fields, before, now, span))
+                line.update(part())
             except Exception as err:
                 say(f"cliffwatch: system metrics: cannot read {name} ({err}); left out")
         return line
 
-    def _section(self, name: str, fields: Callable | None, before: dict, now: dict,
-                 span: float) -> dict:
-        """One section's fields: from the counters' change, or read as they are now."""
-        if name == "memory":
-            return self._memory()
-        if name == "GPUs":
-            return {"gpus": self.gpus.read() if self.gpus is not None else []}
-        head = {"disk": self.disk} if name == "disk" else {}
-        if before[name] is None or now[name] is None:
-            return head
-        return {**head, **fields(before[name], now[name], span)}
-
-    def _counters(self) -> dict:
+    def _counters(self, say: Callable[[str], None] | None = None) -> dict:
         """Every cumulative counter at one instant; a section that fails reads None."""
         reads = {"CPU": self._cpu, "disk": self._disk, "network": self._net}
         counters: dict = {"wall": time.monotonic()}
         for name, read in reads.items():
             try:
                 counters[name] = read()
-            except Exception:
+            except Exception as err:
                 counters[name] = None
+                if say is not None:
+                    say(f"cliffwatch: system metrics: cannot read {name} ({err}); left out")
         return counters
 
     def _cpu(self) -> dict:
