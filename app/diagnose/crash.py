@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from ..db import queries
+from . import system
 from .detect import Incident
 from .evidence import of_event, sourced
 
@@ -37,6 +38,8 @@ def failures(cursor, run: str | None = None, after: int = -1,
     for name, _, step, planned, data in rows:
         incident = crash(name, step, planned, _data(data))
         found[incident.key] = incident  # relaunched and failed again at that step: one
+    for incident in found.values():
+        system.before_crash(cursor, incident)  # a GPU's memory full: out of memory, likely
     return list(found.values())
 
 

@@ -6,16 +6,19 @@
 - ``swap``: swap in use grew inside the gap (the host was paging);
 - ``input_wait``: the GPUs idle with the input queue empty, or one CPU core pegged while the
   process was busy on it: the input pipeline did not keep up;
-- ``gpu_memory``: a GPU's memory near its total.
+- ``gpu_memory``: a GPU's memory near its total (and in the samples before a crash, its
+  second cause: ``before_crash``).
 
 A spike or drop right after a stall whose gap wrote like a save is put down to that save too.
 Lines and samples are matched on their Unix ``time`` (cliffwatch writes it in both); a sample
 covers the ``sample_s`` seconds up to its time, and counts in a gap for the share of them
-inside it. The end-to-end test's stall (300 MiB written with fsync, no checkpoint event) reads::
+inside it (samples taken after the gap's last line are left out, as live diagnosis has not
+read them when it judges the stall). The end-to-end test's stall (300 MiB written with fsync,
+no checkpoint event) reads::
 
-    checkpoint-like disk writes inside the 4.6 s gap before step 41: 68.55 MB/s against the
-    run's typical 12.3 kB/s, with no checkpoint logged. (inferred: system.jsonl: 314.6 MB
-    written to vda during the 4.6 s gap)
+    checkpoint-like disk writes inside the 4.1 s gap before step 41: 80.31 MB/s against the
+    run's typical 185 kB/s, with no checkpoint logged. (inferred: system.jsonl: 331.2 MB
+    written to vda during the 4.1 s gap)
 """
 
 from __future__ import annotations
@@ -71,7 +74,9 @@ class Machine:
         covered = _covered(times, self.samples["sample_s"].to_numpy(float))
         inside = np.minimum(times, end) - np.maximum(times - covered, start)
         share = np.clip(np.nan_to_num(inside / covered), 0.0, 1.0)
-        within = share > 0
+        # a sample after the line is left out: live diagnosis judges the stall when the
+        # line arrives, and the whole run must judge it alike
+        within = (share > 0) & (times <= end)
         earlier = (times <= start) & (times >= start - TYPICAL_S)
         gpus = self.gpus[self.gpus["time"].isin(times[within])]
         return Gap(float(start), float(end), self.samples[within].assign(share=share[within]),
@@ -235,19 +240,45 @@ def _queue(machine: Machine, window: pd.DataFrame) -> tuple[str, float] | None:
 def gpu_memory(incident, ctx, window, others) -> str | None:
     """A GPU's memory at GPU_MEMORY_FULL of its total or more inside a stall's gap."""
     gap = _stall_gap(incident, ctx, window)
-    if gap is None or not len(gap.gpus):
+    full = _fullest(gap.gpus) if gap is not None else None
+    if full is None:
         return None
-    used = gap.gpus["mem_used_bytes"].astype(float)
-    total = gap.gpus["mem_total_bytes"].astype(float)
+    return sourced(f"{full} inside the {seconds(gap.seconds)} gap before step "
+                   f"{incident.step}: {NEAR_TOTAL}", True, f"{SOURCE}: gpus' mem_used_bytes")
+
+
+def before_crash(cursor, incident) -> None:
+    """``gpu_memory`` added to a crash's causes when a GPU's memory was near its total in the
+    samples after the last step the run logged (those of that step): the likely error is
+    out of memory."""
+    if incident.step < 0:
+        return
+    gpus = queries.arrow(cursor, "diagnose/system_gpus_at_step",
+                         {"run": incident.run, "step": incident.step}).to_pandas()
+    full = _fullest(gpus)
+    if full is not None:
+        incident.causes.append("gpu_memory")
+        incident.evidence.append(sourced(
+            f"{full} after step {incident.step}, the last one logged before the run failed: "
+            f"{NEAR_TOTAL}", True, f"{SOURCE}: gpus' mem_used_bytes"))
+
+
+NEAR_TOTAL = "near its total, allocations wait on the cache and then fail."
+
+
+def _fullest(gpus: pd.DataFrame) -> str | None:
+    """"GPU 0's memory was at 139.1 GB of its 140 GB (99.4%)" for the fullest GPU row, when
+    at GPU_MEMORY_FULL of its total or more, else None."""
+    if not len(gpus):
+        return None
+    used = gpus["mem_used_bytes"].astype(float)
+    total = gpus["mem_total_bytes"].astype(float)
     full = (used / total).where(total > 0)
     if not full.notna().any() or float(full.max()) < GPU_MEMORY_FULL:
         return None
     at = full.idxmax()
-    gpu = gap.gpus.at[at, "gpu"]
-    return sourced(f"GPU {gpu}'s memory was at {size(used[at])} of its {size(total[at])} "
-                   f"({100 * full[at]:.3g}%) inside the {seconds(gap.seconds)} gap before "
-                   f"step {incident.step}: near its total, allocations wait on the cache "
-                   f"and then fail.", True, f"{SOURCE}: gpus' mem_used_bytes")
+    return (f"GPU {gpus.at[at, 'gpu']}'s memory was at {size(used[at])} of its "
+            f"{size(total[at])} ({100 * full[at]:.3g}%)")
 
 
 def size(value: float) -> str:

@@ -56,20 +56,23 @@ def lines(queue: dict[int, int] | None = None, spike: bool = False) -> list[dict
 
 
 def samples(gap: dict, gpu_gap: dict | None = None, base: dict | None = None,
-            gpus: bool = True, swap_from: int = 0) -> list[dict]:
-    """A sample every second from step 0 to the last line; those taken inside the stall's gap
-    carry ``gap`` (and ``gpu_gap`` for the GPU); swap grows in steps from ``swap_from``."""
-    out, t, end = [], T0, clock(60)
+            gpus: bool = True, swap_from: int = 0, gpu_last: dict | None = None) -> list[dict]:
+    """A sample every second from step 0 to 3 s after the last line; those taken inside the
+    stall's gap carry ``gap`` (and ``gpu_gap`` for the GPU), those after the last line
+    ``gpu_last``; swap grows in steps from ``swap_from``."""
+    out, t, end = [], T0, clock(60) + 3.0
     start, stop = clock(STALL - 1), clock(STALL)
-    while t <= end:
+    while t < end:
         t += 1.0
         inside = start < t <= stop
-        sample = {"time": t, "elapsed_s": t - T0, "step": None, **BASE, **(base or {}),
+        step = max((s for s in range(1, 61) if clock(s) <= t), default=None)
+        sample = {"time": t, "elapsed_s": t - T0, "step": step, **BASE, **(base or {}),
                   **(gap if inside else {})}
         if "swap_used_bytes" in gap and inside:
             sample["swap_used_bytes"] = int(swap_from + (t - start) / GAP_S
                                             * (gap["swap_used_bytes"] - swap_from))
-        gpu = {**GPU, **(gpu_gap if inside and gpu_gap else {})}
+        gpu = {**GPU, **(gpu_gap if inside and gpu_gap else {}),
+               **(gpu_last if step == 60 and gpu_last else {})}
         sample["gpus"] = [gpu] if gpus else []
         out.append(sample)
     return out
@@ -78,6 +81,8 @@ def samples(gap: dict, gpu_gap: dict | None = None, base: dict | None = None,
 CHECKPOINT = [{"event": "checkpoint_start", "step": STALL - 1, "elapsed_s": STALL - 0.9},
               {"event": "checkpoint_end", "step": STALL - 1, "elapsed_s": STALL + GAP_S - 2,
                "blocked_s": 12.9}]
+FAILED = [{"event": "run_end", "step": 60, "status": "failed", "elapsed_s": 75.5,
+           "time": T0 + 75.5, "error": "CUDA error: an illegal memory access"}]
 CASES = {  # run -> (metrics lines, system samples or None, events)
     "save": (lines(spike=True), samples(SAVING, {"util_percent": 0.0}), []),
     "logged_save": (lines(), samples(SAVING), CHECKPOINT),
@@ -90,6 +95,8 @@ CASES = {  # run -> (metrics lines, system samples or None, events)
                                 gpus=False), []),
     "gpu_memory": (lines(), samples({}, {"mem_used_bytes": 139_100_000_000}), []),
     "swap": (lines(), samples({"swap_used_bytes": 2_147_000_000}), []),
+    "oom": (lines(), samples({}, gpu_last={"mem_used_bytes": 139_100_000_000}), FAILED),
+    "failed": (lines(), samples({}), FAILED),
 }
 
 
@@ -190,6 +197,16 @@ def test_swap_growing_in_a_stall_is_quoted(found):
     assert incident.evidence[0].startswith(
         "swap in use grew from 0 B to 2.147 GB inside the 14.0 s gap before step 41, with "
         "50 GB of the host's 128 GB memory used: the host was paging.")
+
+
+def test_gpu_memory_near_its_total_before_a_crash_is_its_second_cause(found):
+    crashed = found["oom"][("crash", 60)]
+    assert crashed.causes == ["crash", "gpu_memory"]
+    assert crashed.evidence[1] == (
+        "GPU 0's memory was at 139.1 GB of its 140 GB (99.4%) after step 60, the last one "
+        "logged before the run failed: near its total, allocations wait on the cache and then "
+        "fail. (inferred: system.jsonl: gpus' mem_used_bytes)")
+    assert found["failed"][("crash", 60)].causes == ["crash"]
 
 
 @pytest.mark.parametrize(("value", "text"), [(0, "0 B"), (999, "999 B"), (100_000, "100 kB"),
