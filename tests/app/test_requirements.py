@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FIRST_PARTY = {"app", "trainer", "bench", "tests"}
+FIRST_PARTY = {"app", "trainer", "bench", "tests", "cliffwatch"}  # cliffwatch: the logging room
 # optional packages pinned elsewhere: {module: (file, its pin)}; flash-attn builds against the
-# GPU image's torch, so the Dockerfile installs it and the trainer falls back to SDPA without it
-ELSEWHERE = {"flash_attn": ("Dockerfile", "flash-attn==")}
+# GPU image's torch, so Dockerfile.gpu installs it and the trainer falls back to SDPA without it
+ELSEWHERE = {"flash_attn": ("Dockerfile.gpu", "flash-attn==")}
 
 
 def imported_modules(folder: Path) -> dict[str, str]:

@@ -316,10 +316,10 @@ def test_only_this_machine_is_a_local_url():
     assert not is_local_url("https://127.0.0.1:8501") and not is_local_url("file:///etc")
 
 
-def dockerfile_stages() -> list[tuple[str, list[str]]]:
+def dockerfile_stages(name: str = "Dockerfile") -> list[tuple[str, list[str]]]:
     """(stage name, its instructions) in file order."""
     stages: list[tuple[str, list[str]]] = []
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
+    for line in (ROOT / name).read_text().splitlines():
         line = line.strip()
         if line.upper().startswith("FROM "):
             words = line.split()
@@ -337,3 +337,16 @@ def test_docker_build_without_target_builds_the_monitor():
     readme = (ROOT / "README.md").read_text()
     for command in re.findall(r"docker build[^`\n&]*", readme):
         assert "--target" not in command or "--target monitor" in command, command
+
+
+def test_the_monitor_image_needs_no_cuda_base():
+    """Debian's docker.io builds with the classic builder, which builds every stage of a file
+    before the target: a CUDA stage in the monitor's file stopped `--target monitor` wherever
+    the CUDA base cannot be had. The trainer's image is a file of its own."""
+    assert [name for name, _ in dockerfile_stages()] == ["monitor"]
+    froms = [line for line in (ROOT / "Dockerfile").read_text().splitlines()
+             if line.upper().startswith(("FROM ", "ARG "))]
+    assert not any("cuda" in line.lower() for line in froms), froms
+    gpu = dockerfile_stages("Dockerfile.gpu")
+    assert [name for name, _ in gpu] == ["gpu"]
+    assert "nvidia/cuda" in (ROOT / "Dockerfile.gpu").read_text()
