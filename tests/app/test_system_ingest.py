@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from app import settings as settings_mod
+from app.dashboard import charts
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
+from app.read import system as system_read
+from tests.app.test_charts import items
 from tests.conftest import run_cli, wait_for
 
 BAD = b'{"time": 17959392\n'
@@ -144,3 +147,24 @@ def test_ingest_once_reads_each_sample_once_and_no_metrics_from_it(tmp_path):
                     "WHERE severity <> 'info')")
     assert found.returncode == 0, found.stderr
     assert list(json.loads(found.stdout)[0].values()) == [8, 8, 16, 10, 100, 0]
+
+
+@pytest.mark.parametrize("x", ["step", "elapsed", "time"])
+def test_the_panel_reads_a_bounded_series_on_each_x(tmp_path, x):
+    run = tmp_path / "logs" / "long"
+    run.mkdir(parents=True)
+    append(run / "system.jsonl", *(line(sample(i, i * 10)) for i in range(1, 201)))
+    assert run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once").returncode == 0
+    with Monitor.open(tmp_path / "logs", settings_mod.resolve()) as monitor:
+        found = system_read.series(monitor.db.cursor(), "long", x=x, points=20)
+        zoomed = system_read.series(monitor.db.cursor(), "long", x=x, lo=500, hi=600)
+    per_series = found.groupby(["chart", "series"]).size()
+    assert set(found["chart"]) == set(system_read.CHARTS)
+    assert per_series.max() <= 20 and per_series.min() >= 10  # buckets, not 200 samples
+    assert "swap used" not in set(found["series"])  # never used: no series
+    assert found.groupby(["chart", "series"])["n"].sum().eq(200).all()  # every sample once
+    assert zoomed["step"].between(500, 600).all() and zoomed["n"].sum() > 0
+    use = found[found["chart"] == "utilisation %"]
+    points = items(charts.system_chart(use, "utilisation %", x=x), "line")
+    assert len(points) == len(use)  # each bucket placed on its x
+    assert len({p["stroke"] for p in points}) == 4  # CPU, busiest core, GPU 0, GPU 1
