@@ -123,13 +123,14 @@ class Run:
 
     def __init__(self, run_dir: Path, *, rank: int = 0, world_size: int = 1,
                  writes: bool = True, config: dict | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, started: float | None = None) -> None:
         self.dir, self.rank, self.world_size = Path(run_dir), rank, world_size
         self.name = name or self.dir.name  # the run id: its folder's path under the logdir
         self.problems = Problems()
         self.last_step: int | None = None
         self.finished = False
-        self._started = time.monotonic()  # elapsed_s counts from here: this attempt's start
+        # elapsed_s counts from here: this attempt's start
+        self._started = time.monotonic() if started is None else started
         self._writes = writes  # metrics, events and run.json (rank 0, or all_ranks)
         self._json: dict = {}
         self._open_saves: dict[int, float] = {}  # checkpoint step -> monotonic start

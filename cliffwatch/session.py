@@ -59,11 +59,14 @@ def init(logdir: str | Path | None = None, name: str | None = None, config: obje
          resume: bool | int | str = False, system: bool = True, rank: int | None = None,
          world_size: int | None = None, all_ranks: bool = False, sample_s: float = 2.0,
          project: str | None = None, id: str | None = None,
-         checkpoint: str | Path | None = None, **wandb_only: object) -> Run:
+         checkpoint: str | Path | None = None, started: float | None = None,
+         **wandb_only: object) -> Run:
     """Start (or with ``resume``, continue) a run; returns it, also as ``cliffwatch.run``.
 
     ``resume``: True appends and records a resume event at the last step logged; an int
-    is the step resumed from (a checkpoint's), ``checkpoint`` the file it came from."""
+    is the step resumed from (a checkpoint's), ``checkpoint`` the file it came from.
+    ``started``: the ``time.monotonic()`` ``elapsed_s`` counts from, when the attempt began
+    before init (the bundled trainer's includes loading its target)."""
     unknown = set(wandb_only) - WANDB_ONLY
     if unknown:
         raise TypeError(f"cliffwatch.init() got unknown arguments {sorted(unknown)}; "
@@ -80,7 +83,8 @@ def init(logdir: str | Path | None = None, name: str | None = None, config: obje
         name = f"{name}-rank{rank}"  # a run of its own: two writers of one file mix steps
     finish_previous()
     run = Run(logdir / name, rank=rank, world_size=world_size, writes=rank == 0 or all_ranks,
-              config=as_dict(config), name=f"{project}/{name}" if project else name)
+              config=as_dict(config), name=f"{project}/{name}" if project else name,
+              started=started)
     _begin(run, resume, checkpoint)
     if system and env_int("LOCAL_RANK", rank) == 0:
         run.sampler = _start_sampler(run, sample_s)

@@ -138,6 +138,9 @@ class LoggingConfig:
         "", "injected faults, comma-separated: nan@STEP, stall@STEP:S, lr-spike@STEP:F")
     progress: Literal["auto", "on", "off"] = setting(
         "auto", "tqdm bar on stderr; auto = only on a TTY")
+    system_metrics: bool = setting(
+        True, "sample CPU, memory, disk, network and GPUs into system.jsonl every 2 s "
+        "(needs psutil; nvidia-ml-py for GPUs)")
 
 
 @dataclass

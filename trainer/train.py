@@ -22,6 +22,8 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+import cliffwatch
+
 from . import distributed
 from .attention import resolve_backend
 from .buckets import Batch, Sampler, bucket_table, epoch_plan
@@ -31,7 +33,6 @@ from .corpus import make_corpus
 from .drafter import Drafter
 from .errors import TrainerError
 from .faults import parse_faults
-from .logger import RunLogger
 from .loss import draft_loss
 from .prefetch import Prefetcher, Prepared, prepare
 from .target import load_target
@@ -115,7 +116,7 @@ class Loop:
         self.faults = parse_faults(config.logging.fault)
         resume = config.checkpoint.resume
         self.resume_from = find_checkpoint(resume, self.out) if resume else None
-        self.logger = RunLogger(self.out, info.rank, info.world, started)
+        self.started = started
         self.corpus = make_corpus(config)
         self.lengths = np.array([len(seq) for seq in self.corpus])
         self.target = self._load_target()
@@ -124,6 +125,7 @@ class Loop:
         self.resume_line: dict | None = None
         if self.resume_from is not None:
             position = self._restore(load_checkpoint(self.resume_from))
+        self.run_log = self._open_run()
         self._start_data(position)
         ckpt = config.checkpoint
         self.saver = Saver(self.out, ckpt.ckpt_mode, ckpt.storage_mbps, ckpt.keep,
@@ -135,6 +137,16 @@ class Loop:
         self.last_line: dict | None = None
         self.step_window = Window(0)
         self.last_step_time = self.last_wait = 0.0
+
+    def _open_run(self) -> cliffwatch.Run:
+        """The run folder (run.json, run_start; a resume event at the checkpoint's step)."""
+        resumed = self.resume_from is not None
+        return cliffwatch.init(
+            logdir=self.out.parent, name=self.out.name, config=self.config.to_dict(),
+            resume=self.step if resumed else False, checkpoint=self.resume_from,
+            system=self.config.logging.system_metrics, rank=self.info.rank,
+            world_size=self.info.world, started=self.started,
+        )
 
     def _load_target(self):
         if self.info.main:  # rank 0 pre-trains (once, then cached); the others then load it
@@ -205,7 +217,7 @@ class Loop:
         return state["sampler"]["epoch"], state["sampler"]["index"]
 
     def _checkpoint_event(self, kind: str, step: int, /, **extra: object) -> None:
-        self.logger.event(kind, step, **extra)
+        self.run_log.event(kind, step, **extra)  # the Saver's checkpoint_start / _end
 
     # --- one optimizer step -----------------------------------------------------------------
 
@@ -237,7 +249,7 @@ class Loop:
         """Stall or spike as injected for `step`; True when its loss must turn NaN."""
         poison = False
         for fault in self.faults.get(step, []):
-            self.logger.event("fault", step, kind=fault.kind, value=fault.value)
+            self.run_log.event("fault", step, kind=fault.kind, value=fault.value)
             if fault.kind == "stall":
                 time.sleep(fault.value)
             elif fault.kind == "lr-spike":
@@ -259,7 +271,7 @@ class Loop:
             assert prepared.batch == taken[self.info.rank], "prefetch out of step with cursor"
             for batch in taken:
                 if batch.index == 0:
-                    self.logger.event("epoch_start", step, epoch=batch.epoch)
+                    self.run_log.epoch(batch.epoch, step)
             last = micro == self.config.batch.grad_accum - 1
             self._micro_step(prepared, sync=last, poison=poison and micro == 0)
         self._update()
@@ -309,8 +321,9 @@ class Loop:
             epoch=newest_epoch(self.cursor),
             buckets=window.buckets,
         )
-        self.logger.metrics(self.step, values)
-        self.logger.rank_line(self.step, self.last_step_time, self.last_wait)
+        self.run_log.log(values, self.step)
+        self.run_log.rank_line(self.step, step_time_s=round(self.last_step_time, 4),
+                           data_wait_s=round(self.last_wait, 4))
         self.window = Window(self.prefetch.produced)
         self.progress.set_postfix(loss=f"{values['loss']:.3f}", acc=f"{values['accuracy']:.3f}")
         self.log_time += time.monotonic() - started
@@ -321,17 +334,13 @@ class Loop:
         info, config = self.info, self.config
         plan = epoch_plan(self.lengths, config, 0)
         steps_per_epoch = max(1, len(plan) // (config.batch.grad_accum * info.world))
-        self.logger.run_json(config.to_dict(), bucket_table(config), steps_per_epoch)
-        self.logger.event("target_ready", self.step, **self.target_facts)
-        self.logger.event("run_start", self.step, resumed=self.resume_from is not None)
-        if self.resume_from is not None:
-            self.logger.event("resume", self.step, from_step=self.step,
-                              checkpoint=str(self.resume_from))  # fmt: skip
-            # logging continues from the checkpoint's step: its line again, so a step <= the
-            # previous line's step starts a new attempt for the monitor
-            if self.resume_line is not None:
-                line = {**self.resume_line, "epoch": newest_epoch(self.cursor)}
-                self.logger.metrics(self.step, line)
+        self.run_log.describe(buckets=bucket_table(config), steps_per_epoch=steps_per_epoch)
+        self.run_log.event("target_ready", self.step, **self.target_facts)
+        # logging continues from the checkpoint's step: its line again, so a step <= the
+        # previous line's step starts a new attempt for the monitor
+        if self.resume_from is not None and self.resume_line is not None:
+            line = {**self.resume_line, "epoch": newest_epoch(self.cursor)}
+            self.run_log.log(line, self.step)
 
     def _maybe_save(self, last_step: int) -> None:
         every = self.config.checkpoint.ckpt_every
@@ -356,7 +365,7 @@ class Loop:
         self.progress = tqdm(total=config.run.steps, initial=self.step, file=sys.stderr,
                              disable=not (show and self.info.main))  # fmt: skip
         self._announce()
-        status, loop_started = "failed", time.monotonic()
+        status, error, loop_started = "failed", None, time.monotonic()
         try:
             while self.step < last_step:
                 self.train_step()
@@ -365,20 +374,22 @@ class Loop:
                     self.log()
                 self._maybe_save(last_step)
             status = "completed" if self.step >= config.run.steps else "interrupted"
-        except KeyboardInterrupt:
-            status = "interrupted"
+        except KeyboardInterrupt as exc:
+            status, error = "interrupted", exc
+            raise
+        except BaseException as exc:
+            error = exc
             raise
         finally:
-            self._finish(status)
+            self._finish(status, error)
         return self.summary(status, time.monotonic() - loop_started)
 
-    def _finish(self, status: str) -> None:
+    def _finish(self, status: str, error: BaseException | None) -> None:
         self.prefetch.close()
         try:
             self.saver.wait()
         finally:
-            self.logger.event("run_end", self.step, status=status)
-            self.logger.close()
+            self.run_log.finish(error, status=status)
             self.progress.close()
 
     def summary(self, status: str, loop_s: float) -> dict:
