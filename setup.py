@@ -4,7 +4,8 @@ dependencies and the ``cliffwatch`` command).
 A checkout keeps its top-level folders and runs as ``python -m app``. Installed, the same
 folders become one package with the same layout inside it:
 
-    cliffwatch/__init__.py          from install/cliffwatch/
+    cliffwatch/__init__.py, ...     from cliffwatch/ (the logging API, standard library only)
+    cliffwatch/integrations/...     from cliffwatch/integrations/
     cliffwatch/app/...              from app/      (it imports itself relatively)
     cliffwatch/trainer/...          from trainer/  (likewise)
     cliffwatch/queries/**/*.sql     from queries/
@@ -38,8 +39,12 @@ def data_of(folder: Path) -> list[str]:
                   if p.is_file() and p.suffix not in (".py", ".pyc"))
 
 
-packages = ["cliffwatch", "cliffwatch.samples"]
-package_dir = {"cliffwatch": "install/cliffwatch", "cliffwatch.samples": "samples"}
+# the logging API is the package itself: `pip install .` with no extra is it alone
+packages = [name for name in find_namespace_packages(str(HERE), include=["cliffwatch",
+                                                                        "cliffwatch.*"],
+                                                     exclude=["*.__pycache__"])]
+packages.append("cliffwatch.samples")
+package_dir = {"cliffwatch": "cliffwatch", "cliffwatch.samples": "samples"}
 package_data = {"cliffwatch.samples": ["seed-cliff/*"]}
 for top in FOLDERS:
     package_dir[f"cliffwatch.{top}"] = top

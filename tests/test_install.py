@@ -1,5 +1,6 @@
 """`pip install .` into a fresh venv gives a `cliffwatch` command that works from any folder and
-puts one top-level name, cliffwatch, in site-packages (setup.py says how).
+puts one top-level name, cliffwatch, in site-packages (setup.py says how); the logging API
+alone (no extra) installs with no dependency at all.
 
 Nothing is downloaded: the fresh venv sees this venv's site-packages through a .pth file (so
 the dependencies, pip and setuptools are the ones already installed), and the project is built
@@ -24,9 +25,10 @@ import pytest
 
 from tests.conftest import ROOT, free_port, wait_for
 
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "install", "app", "trainer", "queries",
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "cliffwatch", "app", "trainer", "queries",
            "samples")
 INSTALLED = ("app", "trainer", "queries")  # folders installed whole, as cliffwatch/<folder>
+MONITOR_ONLY = {"streamlit", "duckdb", "pandas", "pyarrow"}  # never on a training machine
 GENERIC = {"app", "trainer", "queries", "samples", "install", "tests", "bench"}
 
 
@@ -121,6 +123,7 @@ def test_every_file_of_the_code_folders_is_installed(venv):
     src, package = venv.parent / "src", site_packages(venv) / "cliffwatch"
     for folder in INSTALLED:
         assert files(src / folder) - files(package / folder) == set(), folder
+    assert files(src / "cliffwatch") - files(package) == set()  # the logging API is the root
     assert files(src / "samples" / "seed-cliff") == files(package / "samples" / "seed-cliff")
 
 
@@ -199,15 +202,82 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 
 @pytest.mark.parametrize(("extra", "requirements"), [
-    (None, "requirements-app.txt"), ("trainer", "requirements.txt"),
+    ("monitor", "requirements-app.txt"), ("trainer", "requirements.txt"),
     ("dev", "requirements-dev.txt")])
 def test_declared_dependencies_follow_the_pinned_requirements(extra, requirements):
     """pyproject.toml names what each requirements file pins, each with a lower bound no
     newer than the pin (the pins are what make, CI and the image install and test)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = lower_bounds(project["optional-dependencies"][extra] if extra
-                            else project["dependencies"])
+    declared = lower_bounds(project["optional-dependencies"][extra])
     pins = requirement_names(ROOT / requirements)
     assert sorted(declared) == sorted(pins)
     for name, bound in declared.items():
         assert version_tuple(bound) <= version_tuple(pins[name]), (name, bound, pins[name])
+
+
+def test_the_base_install_depends_on_nothing():
+    """`pip install cliffwatch` is the logging API: every dependency is in an extra."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == []
+    assert set(lower_bounds(project["optional-dependencies"]["system"])) == \
+        {"psutil", "nvidia-ml-py"}
+
+
+@pytest.fixture(scope="module")
+def logging_only(tmp_path_factory) -> Path:
+    """A fresh venv that sees nothing of this one, with the wheel installed without extras.
+
+    The wheel is built once from a copy of the checkout (this venv's pip and setuptools, no
+    index); the fresh venv has no pip of its own: this venv's pip installs into it
+    (`pip --python`), still with --no-index, so nothing can be downloaded or pulled in."""
+    base = tmp_path_factory.mktemp("logging-only")
+    src = copy_sources(base / "src")
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-index", "--no-cache-dir", "-w", base / "dist", src], base)
+    venv = base / "venv"
+    made = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"python -m venv does not work here: {made.stderr.strip()}")
+    wheel = next((base / "dist").glob("cliffwatch-*.whl"))
+    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install",
+         "--quiet", "--no-index", "--no-cache-dir", wheel], base)
+    return venv
+
+
+USE_THE_API = """
+import importlib.metadata as m, json, sys
+import cliffwatch
+run = cliffwatch.init(logdir="runs", name="alone", config={"lr": 0.1})
+run.log({"loss": 0.5}, step=1)
+with run.checkpoint(step=1):
+    pass
+run.finish()
+print(json.dumps({"requires": m.requires("cliffwatch"), "file": cliffwatch.__file__,
+                  "modules": sorted({n.split(".")[0] for n in sys.modules})}))
+"""
+
+
+def test_the_logging_api_alone_installs_without_the_monitors_dependencies(logging_only,
+                                                                         tmp_path):
+    python = logging_only / "bin" / "python"
+    shown = json.loads(run([python, "-c", USE_THE_API], tmp_path).stdout)
+    assert shown["file"].startswith(str(logging_only))
+    # every requirement the package declares is behind an extra (the system one: psutil)
+    assert all("extra ==" in spec for spec in shown["requires"]), shown["requires"]
+    assert not set(shown["modules"]) & MONITOR_ONLY
+    listed = run([sys.executable, "-m", "pip", "--python", python, "list", "--format=json"],
+                 tmp_path).stdout
+    installed = {row["name"].lower() for row in json.loads(listed)}
+    assert installed & MONITOR_ONLY == set(), installed
+    assert "cliffwatch" in installed
+    events = (tmp_path / "runs" / "alone" / "events.jsonl").read_text()
+    assert '"checkpoint_end"' in events and '"run_end"' in events
+
+
+def test_the_command_without_the_monitor_says_what_to_install(logging_only, tmp_path):
+    done = subprocess.run([logging_only / "bin" / "cliffwatch", "serve"], cwd=tmp_path,
+                          env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.count('pip install "cliffwatch[monitor]"') == 1, done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,5 +1,5 @@
 """`python -m cliffwatch COMMAND ...`, the same as the `cliffwatch` command."""
 
-from .app.cli.main import main
+from .command import main
 
 raise SystemExit(main())
