@@ -1,0 +1,110 @@
+"""The Hugging Face callback on the real transformers Trainer (CPU, a tiny GPT-2 built from a
+config, nothing downloaded): 30 steps with a save every 15 and an evaluation every 10, the save
+at step 15 made slow (its save_model sleeps 3 s, as a slow filesystem would), then a second
+launch resumed from checkpoint-15 that crashes at step 25. What it wrote must pass `validate`,
+and `diagnose` must name the checkpoint as the cause of the stall after step 15."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, run_cli
+
+TRAIN = r'''
+import sys, time
+from pathlib import Path
+import torch
+from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback,
+                          TrainingArguments)
+from cliffwatch.integrations.transformers import CliffwatchCallback
+
+logs, out, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+
+class SlowSaves(Trainer):  # the weights' write at step 15 takes 3 s (a slow filesystem)
+    def save_model(self, output_dir=None, _internal_call=False):
+        if self.state.global_step == 15 and mode == "first":
+            time.sleep(3)
+        super().save_model(output_dir, _internal_call)
+
+class Crash(TrainerCallback):  # the resumed launch dies inside its step 25
+    def on_step_end(self, args, state, control, **kwargs):
+        if mode == "resume" and state.global_step == 25:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        ids = torch.arange(i, i + 8) % 32
+        return {"input_ids": ids, "labels": ids}
+
+torch.manual_seed(0)
+torch.set_num_threads(1)  # a tiny model on a shared machine: threads only contend
+model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
+                                   n_head=1))
+args = TrainingArguments(output_dir=str(out), max_steps=30, save_steps=15, eval_steps=10,
+                         eval_strategy="steps", logging_steps=1, per_device_train_batch_size=2,
+                         per_device_eval_batch_size=4, report_to="none", use_cpu=True,
+                         disable_tqdm=True, dataloader_num_workers=0, seed=0)
+watch = CliffwatchCallback(logdir=logs, name="hf", system=False)
+trainer = SlowSaves(model=model, args=args, train_dataset=Tokens(64), eval_dataset=Tokens(8),
+                    callbacks=[watch, Crash()])
+trainer.train(resume_from_checkpoint=str(out / "checkpoint-15") if mode == "resume" else None)
+'''
+
+
+def launch(tmp_path: Path, mode: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
+                           str(tmp_path / "out"), mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_path):
+    first = launch(tmp_path, "first")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "logs" / "hf"
+    assert "train_runtime" in json.loads((run / "run.json").read_text())["summary"]
+    resumed = launch(tmp_path, "resume")
+    assert resumed.returncode != 0 and "illegal memory access" in resumed.stderr
+    events = lines(run / "events.jsonl")
+    saves = [(e["event"], e["step"]) for e in events if e["event"].startswith("checkpoint")]
+    assert saves == [("checkpoint_start", 15), ("checkpoint_end", 15),
+                     ("checkpoint_start", 30), ("checkpoint_end", 30)]
+    slow = next(e for e in events if e["event"] == "checkpoint_end")
+    assert slow["blocked_s"] >= 3 and slow["path"].endswith("checkpoint-15")
+    assert [e["step"] for e in events if e["event"] == "eval_end"] == [10, 20, 30, 20]
+    metrics = lines(run / "metrics.jsonl")
+    assert {"loss", "grad_norm", "learning_rate", "epoch"} <= metrics[0].keys()
+    evals = [m for m in metrics if "eval_loss" in m]  # a line of their own, at their step
+    assert [m["step"] for m in evals] == [10, 20, 30, 20] and "loss" not in evals[0]
+    assert [e["epoch"] for e in events if e["event"] == "epoch_start"] == [0]
+    resume = next(e for e in events if e["event"] == "resume")
+    assert resume["step"] == resume["from_step"] == 15
+    assert resume["checkpoint"].endswith("checkpoint-15")
+    ends = [e for e in events if e["event"] == "run_end"]
+    assert [e["reason"] for e in ends] == ["finished", "error"], ends
+    assert "illegal memory access" in ends[1]["error"]
+
+    valid = run_cli("validate", str(run))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    done = run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once")
+    assert done.returncode == 0, done.stderr
+    told = run_cli("diagnose", str(tmp_path / "logs"))
+    assert "STALL at step 16" in told.stdout, told.stdout
+    stall = told.stdout.split("STALL at step 16", 1)[1].split("\n\n", 1)[0]
+    assert "Likely cause: checkpoint." in stall, told.stdout
+    assert "checkpoint at step 15 blocked the training loop for 3" in stall, told.stdout

@@ -1,0 +1,119 @@
+"""The Lightning callback on a real ``lightning.pytorch`` Trainer (CPU, a one-layer module):
+30 steps, a checkpoint every 10 whose write at step 20 takes 3 s (a CheckpointIO that sleeps,
+as a slow filesystem would), then a second launch resumed from the step-10 checkpoint that
+crashes at step 25. What it wrote must pass `validate`, `diagnose` must name the checkpoint as
+the cause of the stall after step 20, and the save's seconds must be its own: a callback that
+sleeps in the step-20 hook before the save adds nothing to them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, run_cli
+
+TRAIN = r'''
+import sys, time
+from pathlib import Path
+import torch
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+from cliffwatch.integrations.lightning import CliffwatchCallback
+
+logs, ckpt, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+
+class SlowIO(TorchCheckpointIO):  # the write of step 20's checkpoint takes 3 s
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        if checkpoint["global_step"] == 20:
+            time.sleep(3)
+        super().save_checkpoint(checkpoint, path, storage_options)
+
+class Busy(Callback):  # 1 s of other work in the hook before the save: not the save's
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == 20:
+            time.sleep(1)
+        if mode == "resume" and trainer.global_step == 25:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        self.log("train_mse", loss)
+        return loss
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.layer(x), y))
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+torch.manual_seed(0)
+torch.set_num_threads(1)  # a tiny model on a shared machine: threads only contend
+x = torch.randn(64, 4)
+data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+loader = lambda: torch.utils.data.DataLoader(data, batch_size=4)
+saves = ModelCheckpoint(dirpath=ckpt, every_n_train_steps=10, save_top_k=-1)
+trainer = pl.Trainer(max_steps=30, accelerator="cpu", devices=1, logger=False,
+                     log_every_n_steps=1, limit_val_batches=2, enable_progress_bar=False,
+                     enable_model_summary=False, num_sanity_val_steps=0, plugins=[SlowIO()],
+                     callbacks=[CliffwatchCallback(logdir=logs, name="pl", system=False),
+                                Busy(), saves])
+trainer.fit(Tiny(), loader(), loader(),
+            ckpt_path=str(ckpt / "epoch=0-step=10.ckpt") if mode == "resume" else None)
+'''
+
+
+def launch(tmp_path: Path, mode: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
+                           str(tmp_path / "ckpt"), mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_real_lightning_run_resumed_and_crashed_writes_what_names_its_slow_save(tmp_path):
+    first = launch(tmp_path, "first")
+    assert first.returncode == 0, first.stderr[-3000:]
+    resumed = launch(tmp_path, "resume")
+    assert resumed.returncode != 0 and "CUDA out of memory" in resumed.stderr
+    run = tmp_path / "logs" / "pl"
+    events = lines(run / "events.jsonl")
+    ends = [e for e in events if e["event"] == "checkpoint_end"]
+    assert [e["step"] for e in ends] == [10, 20, 30, 20]
+    slow = ends[1]
+    assert 3 <= slow["blocked_s"] < 3.9, slow  # the write's 3 s, not Busy's second before it
+    assert slow["path"].endswith("step=20.ckpt") and slow["bytes"] > 0
+    assert [e["step"] for e in events if e["event"] == "eval_end"] == [16, 16]
+    # the resumed launch goes on inside epoch 0: no epoch starts at its step 11
+    assert [(e["epoch"], e["step"]) for e in events if e["event"] == "epoch_start"] == [
+        (0, 1), (1, 17), (1, 17)]
+    resume = next(e for e in events if e["event"] == "resume")
+    assert resume["from_step"] == 10 and resume["checkpoint"].endswith("step=10.ckpt")
+    assert [(e["status"], e["step"]) for e in events if e["event"] == "run_end"] == [
+        ("completed", 30), ("failed", 25)]
+    metrics = lines(run / "metrics.jsonl")
+    assert {"loss", "lr", "train_mse"} <= metrics[0].keys()
+    evals = [m for m in metrics if "val_loss" in m]  # a line of their own, at their step
+    assert [m["step"] for m in evals] == [16, 16] and "loss" not in evals[0]
+
+    valid = run_cli("validate", str(run))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    done = run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once")
+    assert done.returncode == 0, done.stderr
+    told = run_cli("diagnose", str(tmp_path / "logs"))
+    assert "STALL at step 21" in told.stdout, told.stdout
+    stall = told.stdout.split("STALL at step 21", 1)[1].split("\n\n", 1)[0]
+    assert "Likely cause: checkpoint." in stall, told.stdout
+    assert "checkpoint at step 20 blocked the training loop for 3" in stall, told.stdout
