@@ -100,9 +100,11 @@ class Gap:
 
 def read(cursor, run: str, lo: int = -1, hi: int = 2 ** 62) -> Machine | None:
     """The machine around the lines of ``run`` with ids from lo to hi (default: all), or None
-    for a run without system samples there."""
-    lines = queries.arrow(cursor, "diagnose/system_lines",
-                          {"run": run, "lo": lo, "hi": hi, "queue": list(QUEUE)}).to_pandas()
+    for a run without system samples there (one small query for a run with none)."""
+    if not queries.execute(cursor, "diagnose/system_sampled", {"run": run}).fetchall()[0][0]:
+        return None
+    ids = {"run": run, "lo": lo, "hi": hi}
+    lines = queries.arrow(cursor, "diagnose/system_lines", ids).to_pandas()
     known = lines["time"].dropna()
     if not len(known):
         return None
@@ -111,6 +113,10 @@ def read(cursor, run: str, lo: int = -1, hi: int = 2 ** 62) -> Machine | None:
     if not len(samples):
         return None
     gpus = queries.arrow(cursor, "diagnose/system_gpus_between", span).to_pandas()
+    if (gpus["util_percent"] <= GPU_IDLE_PERCENT).any():  # only then does the queue matter
+        queue = queries.arrow(cursor, "diagnose/system_queue",
+                              {**ids, "queue": list(QUEUE)}).to_pandas()
+        lines = lines.merge(queue, on="line_id")
     return Machine(lines.set_index("line_id"), samples, gpus)
 
 
