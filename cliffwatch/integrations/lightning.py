@@ -83,10 +83,11 @@ class CliffwatchCallback(Callback):
             self.run = None
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if self.run is not None:
+        if self._ours and self.run is not None:  # a run of yours: cliffwatch's hook ends it
             interrupted = isinstance(exception, KeyboardInterrupt)
             self.run.finish(exception, status="interrupted" if interrupted else None)
             self.run = None
+        self.teardown(trainer, pl_module, "fit")  # Lightning calls no teardown hook after it
 
     # -- what the loop does -----------------------------------------------------------------
 

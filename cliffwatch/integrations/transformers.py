@@ -49,6 +49,7 @@ class CliffwatchCallback(TrainerCallback):
         self._ours = run is None  # a run this callback opened is finished at train end
         self._output_dir = "."  # TrainingArguments.output_dir, known at train begin
         self._save_started: float | None = None  # monotonic time the open save began
+        self._mark = time.monotonic()  # the last hook's time: a save no flag announced began
         self._eval_started: float | None = None  # ... and the open evaluation pass
 
     # -- the run --------------------------------------------------------------------------
@@ -82,14 +83,25 @@ class CliffwatchCallback(TrainerCallback):
             self.run.epoch(epoch, step=state.global_step + 1)
 
     def on_step_end(self, args, state, control, **kwargs):
-        # DefaultFlowCallback, first in the list, has set this step's should_* flags
+        self._next(state, control)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self._next(state, control)  # save_strategy="epoch" saves after this hook
+
+    def _next(self, state, control) -> None:
+        """Open what the Trainer does next, when no hook comes before it: it logs, then
+        evaluates, then saves (DefaultFlowCallback, first in the list, has set the flags)."""
+        self._mark = time.monotonic()
         if control.should_evaluate and not control.should_log:
             self._open_eval(state)
         if control.should_save and not (control.should_log or control.should_evaluate):
             self._open_save(state)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        self._mark = time.monotonic()
         logs = numbers(logs or {})
+        if self.run is None:
+            return  # a log() outside train(): no run is open
         if SUMMARY_KEY in logs:
             self.run.summary.update(logs)
         elif logs and all(is_eval_name(k) for k in logs if k != "epoch"):
@@ -110,6 +122,7 @@ class CliffwatchCallback(TrainerCallback):
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self._close_eval(state, metrics)
+        self._mark = time.monotonic()
         if control.should_save:
             self._open_save(state)
 
@@ -117,8 +130,9 @@ class CliffwatchCallback(TrainerCallback):
         self._close_eval(state, metrics)  # a test pass: its metrics are test_*
 
     def on_save(self, args, state, control, **kwargs):
-        if self._save_started is None:  # a save no flag announced (save_strategy="best")
-            self._open_save(state)
+        if self._save_started is None:  # a save no flag announced (save_strategy="best"):
+            self._open_save(state)  # its start is written late, its seconds counted
+            self._save_started = self._mark  # from the hook before it
         self._close_save(state)
 
     # -- saves and evaluations ----------------------------------------------------------
@@ -145,10 +159,11 @@ class CliffwatchCallback(TrainerCallback):
         self.run.checkpoint_start(state.global_step, path=str(self._folder(state)))
 
     def _close_save(self, state) -> None:
-        blocked = time.monotonic() - self._save_started
+        blocked = round(time.monotonic() - self._save_started, 4)
         self._save_started = None
+        # the Trainer saves in the loop's thread: the loop waited the whole save
         self.run.checkpoint_end(state.global_step, path=str(self._folder(state)),
-                                blocked_s=round(blocked, 4))
+                                blocked_s=blocked, duration_s=blocked)
 
     def _folder(self, state) -> Path:
         return Path(self._output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"

@@ -108,3 +108,58 @@ def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_
     stall = told.stdout.split("STALL at step 16", 1)[1].split("\n\n", 1)[0]
     assert "Likely cause: checkpoint." in stall, told.stdout
     assert "checkpoint at step 15 blocked the training loop for 3" in stall, told.stdout
+
+
+EPOCHS = r'''
+import sys, time
+from pathlib import Path
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from cliffwatch.integrations.transformers import CliffwatchCallback
+
+logs, out = Path(sys.argv[1]), Path(sys.argv[2])
+
+class SlowSaves(Trainer):  # every save's write takes 1.5 s
+    def save_model(self, output_dir=None, _internal_call=False):
+        time.sleep(1.5)
+        super().save_model(output_dir, _internal_call)
+
+class Tokens(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        ids = torch.arange(i, i + 8) % 32
+        return {"input_ids": ids, "labels": ids}
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
+                                   n_head=1))
+args = TrainingArguments(output_dir=str(out), num_train_epochs=2, save_strategy="epoch",
+                         logging_steps=1, per_device_train_batch_size=2, report_to="none",
+                         use_cpu=True, disable_tqdm=True, seed=0)
+SlowSaves(model=model, args=args, train_dataset=Tokens(),
+          callbacks=[CliffwatchCallback(logdir=logs, name="epochs", system=False)]).train()
+'''
+
+
+def test_a_save_at_each_epoch_end_is_timed_from_before_it(tmp_path):
+    """save_strategy="epoch": the Trainer saves after on_epoch_end, with no step flag set; the
+    save's start is written there, before the save, not after it at on_save."""
+    script = tmp_path / "epochs.py"
+    script.write_text(EPOCHS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
+                           str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = lines(tmp_path / "logs" / "epochs" / "events.jsonl")
+    saves = [e for e in events if e["event"].startswith("checkpoint")]
+    assert [(e["event"], e["step"]) for e in saves] == [
+        ("checkpoint_start", 4), ("checkpoint_end", 4), ("checkpoint_start", 8),
+        ("checkpoint_end", 8)]
+    for start, end in zip(saves[::2], saves[1::2], strict=True):
+        assert end["elapsed_s"] - start["elapsed_s"] >= 1.5, saves
+        assert 1.5 <= end["blocked_s"] < 2.5 and end["path"].endswith(f"-{end['step']}")
+    assert [(e["epoch"], e["step"]) for e in events if e["event"] == "epoch_start"] == [
+        (0, 1), (1, 5)]
