@@ -35,7 +35,7 @@ BASE = {"host": "gpu-box-1", "pid": 4242, "sample_s": 1.0, "cpu_percent": 20.0,
         "disk_write_bytes": 100_000, "net_recv_bps": 1024.0, "net_sent_bps": 2048.0}
 GPU = {"index": 0, "util_percent": 98.0, "mem_used_bytes": 80_000_000_000,
        "mem_total_bytes": 140_000_000_000, "power_w": 412.3, "temp_c": 61.0}
-SAVING = {"disk_write_bps": 22_300_000.0, "disk_write_bytes": 22_300_000}  # 312 MB in 14 s
+SAVING = {"disk_write_bps": 22_300_000.0, "disk_write_bytes": 22_300_000}  # 22.3 MB/s
 
 
 def clock(step: int) -> float:
@@ -60,7 +60,8 @@ def samples(gap: dict, gpu_gap: dict | None = None, base: dict | None = None,
     """A sample every second from step 0 to 3 s after the last line; those taken inside the
     stall's gap carry ``gap`` (and ``gpu_gap`` for the GPU), those after the last line
     ``gpu_last``; swap grows in steps from ``swap_from``."""
-    out, t, end = [], T0, clock(60) + 3.0
+    out, t, end = [], T0 - 0.5, clock(60) + 3.0  # half a second off the lines: the sample
+    # after the stall's line covers the gap's last half second (left out: live has not read it)
     start, stop = clock(STALL - 1), clock(STALL)
     while t < end:
         t += 1.0
@@ -135,9 +136,9 @@ def test_disk_writes_in_a_stall_name_a_checkpoint_no_event_logged(found):
     incident = stall(found, "save")
     assert incident.causes[0] == "checkpoint"
     assert incident.evidence[0] == (
-        "checkpoint-like disk writes inside the 14.0 s gap before step 41: 22.3 MB/s against "
+        "checkpoint-like disk writes inside the 14.0 s gap before step 41: 21.5 MB/s against "
         "the run's typical 100 kB/s, with no checkpoint logged. (inferred: system.jsonl: "
-        "312.2 MB written to nvme0n1 during the 14.0 s gap)")
+        "301.1 MB written to nvme0n1 during the 14.0 s gap)")
     # the GPUs idled while the loop waited on the save: no input pipeline to blame
     assert "input_wait" not in incident.causes
 
@@ -147,7 +148,7 @@ def test_the_spike_after_a_stall_that_wrote_like_a_save_names_it(found):
     assert spike.causes[0] == "checkpoint"
     assert spike.evidence[0].startswith(
         "checkpoint-like disk writes inside the 14.0 s gap before step 41, 1 line before step "
-        "42: 22.3 MB/s")
+        "42: 21.5 MB/s")
 
 
 def test_a_logged_save_comes_before_the_disk(found):
@@ -195,7 +196,7 @@ def test_swap_growing_in_a_stall_is_quoted(found):
     incident = stall(found, "swap")
     assert incident.causes[0] == "swap"
     assert incident.evidence[0].startswith(
-        "swap in use grew from 0 B to 2.147 GB inside the 14.0 s gap before step 41, with "
+        "swap in use grew from 0 B to 2.07 GB inside the 14.0 s gap before step 41, with "
         "50 GB of the host's 128 GB memory used: the host was paging.")
 
 
@@ -216,9 +217,11 @@ def test_sizes_read_in_si_units_to_four_figures(value, text):
     assert size(value) == text
 
 
-def test_live_diagnosis_gives_the_whole_runs_machine_causes(tmp_path):
-    """Lines and samples arrive in two parts, cut inside the stall's gap: the stored causes
-    are the whole run's."""
+@pytest.mark.parametrize("cut", [clock(STALL) - GAP_S / 2, clock(STALL)],
+                         ids=["inside-the-gap", "at-the-stall-line"])
+def test_live_diagnosis_gives_the_whole_runs_machine_causes(tmp_path, cut):
+    """Lines and samples arrive in two parts, cut inside the stall's gap or right at its line
+    (the samples after it not read yet): the stored causes are the whole run's."""
     names = ("save", "input_queue", "swap", "logged_save")
     for name in names:
         write(tmp_path / "full", name)
@@ -226,9 +229,8 @@ def test_live_diagnosis_gives_the_whole_runs_machine_causes(tmp_path):
         (tmp_path / "logs" / name).mkdir(parents=True)
         for path in (tmp_path / "full" / name).iterdir():
             text = path.read_text().splitlines(True)
-            cut = [i for i, x in enumerate(text) if json.loads(x).get("time", 0) <= clock(STALL)
-                   - GAP_S / 2]
-            (tmp_path / "logs" / name / path.name).write_text("".join(text[:len(cut)]))
+            first = [x for x in text if json.loads(x).get("time", 0) <= cut]
+            (tmp_path / "logs" / name / path.name).write_text("".join(first))
     with ingest(tmp_path / "logs") as mon:
         live = LiveDiagnosis(mon.db, Watch())
         live.update()
