@@ -32,6 +32,7 @@ from ..db import queries
 from .evidence import lines_before, seconds, sourced
 
 SOURCE = "system.jsonl"
+ALL_DISKS = {"all": "every disk"}  # the sampler's disk when it cannot tell the run folder's
 QUEUE = ("*queue*depth*", "*queue*len*", "*queue*size*")  # an input queue's depth metric
 # (our trainer's hs_queue_depth: prefetched batches ready when the line was written)
 TYPICAL_S = 300.0  # the samples this long before a gap are the disk's typical pace: local,
@@ -164,7 +165,8 @@ def _written(gap: Gap, stall, where: str) -> str | None:
     typical = 0.0 if not np.isfinite(typical) else float(typical)
     if written < DISK_MIN_BYTES or rate < DISK_TIMES_TYPICAL * typical:
         return None
-    disks = sorted({str(d) for d in samples["disk"].dropna()}) or ["the run's disk"]
+    disks = sorted({ALL_DISKS.get(str(d), str(d)) for d in samples["disk"].dropna()}) or [
+        "the run's disk"]
     span = f"the {seconds(gap.seconds)} gap"
     return sourced(f"checkpoint-like disk writes inside {span} before step {stall.step}"
                    f"{where}: {size(rate)}/s against the run's typical {size(typical)}/s, "

@@ -87,6 +87,7 @@ FAILED = [{"event": "run_end", "step": 60, "status": "failed", "elapsed_s": 75.5
 CASES = {  # run -> (metrics lines, system samples or None, events)
     "save": (lines(spike=True), samples(SAVING, {"util_percent": 0.0}), []),
     "logged_save": (lines(), samples(SAVING), CHECKPOINT),
+    "save_any_disk": (lines(), samples(SAVING, base={"disk": "all"}), []),
     "quiet": (lines(), samples({"disk_write_bps": 500_000.0, "disk_write_bytes": 500_000}), []),
     "busy_disk": (lines(), samples(SAVING, base=SAVING), []),
     "no_system": (lines(), None, []),
@@ -141,6 +142,12 @@ def test_disk_writes_in_a_stall_name_a_checkpoint_no_event_logged(found):
         "301.1 MB written to nvme0n1 during the 14.0 s gap)")
     # the GPUs idled while the loop waited on the save: no input pipeline to blame
     assert "input_wait" not in incident.causes
+
+
+def test_writes_the_sampler_could_not_place_on_one_disk_say_every_disk(found):
+    incident = stall(found, "save_any_disk")
+    assert incident.causes[0] == "checkpoint"
+    assert incident.evidence[0].endswith("301.1 MB written to every disk during the 14.0 s gap)")
 
 
 def test_the_spike_after_a_stall_that_wrote_like_a_save_names_it(found):
