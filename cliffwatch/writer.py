@@ -85,9 +85,13 @@ class LineFile:
         pass a dict of your own."""
         now = time.monotonic()
         with self._lock:
+            if self._closed.is_set():
+                self.problems.say(f"closed {self.path}", f"a line for {self.path} came after "
+                                  "finish(); it is dropped")
+                return
             if self._burst or now - self._last < BURST_S:
                 self._burst.append(line)
-                if self._flusher is None and not self._closed.is_set():
+                if self._flusher is None:
                     self._start_flusher()
             else:
                 self._write_lines([line], now)
@@ -157,8 +161,9 @@ class LineFile:
 
     def close(self) -> None:
         """Write what is left and close; later lines are dropped."""
-        self._closed.set()
         self.flush()
+        self._closed.set()
+        self.flush()  # a line another thread added meanwhile
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
