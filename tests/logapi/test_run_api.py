@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -194,3 +195,22 @@ def test_log_before_init_says_to_call_init(monkeypatch):
     monkeypatch.setattr(cliffwatch, "run", None)
     with pytest.raises(RuntimeError, match=r"cliffwatch.init\("):
         cliffwatch.log({"loss": 1.0})
+
+
+def test_init_starts_the_system_sampler_and_finish_stops_it(tmp_path, finish_after):
+    pytest.importorskip("psutil", reason="the sampler needs psutil (cliffwatch[system])")
+    run = cliffwatch.init(logdir=tmp_path, name="s", sample_s=0.2)
+    assert run.sampler is not None
+    run.log({"loss": 1.0}, step=7)
+    run.finish()
+    assert run.sampler is None
+    samples = lines(run.dir / "system.jsonl")
+    assert samples and samples[-1]["step"] == 7  # the last sample, written at stop
+    assert "cliffwatch-system" not in [t.name for t in threading.enumerate()]  # joined
+
+
+def test_runs_without_a_name_get_distinct_readable_names(tmp_path, finish_after):
+    first = cliffwatch.init(logdir=tmp_path, system=False)
+    second = cliffwatch.init(logdir=tmp_path, system=False)
+    assert first.dir != second.dir and first.dir.parent == tmp_path
+    assert re.fullmatch(r"[\w.-]+-\d{8}-\d{6}(-\d+)?", second.name), second.name
