@@ -39,6 +39,7 @@ from ..read.tiles import TileWorker
 from ..serverfile import server_file
 from ..settings import describe
 from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
+from .page_base import PageBaseMiddleware
 from .routes import ROUTES
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
@@ -95,7 +96,8 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
             monitor.close()
 
     return st.App(str(DASHBOARD), lifespan=lifespan, routes=ROUTES,
-                  middleware=[Middleware(GuardMiddleware, guard=guard)])
+                  middleware=[Middleware(GuardMiddleware, guard=guard),
+                              Middleware(PageBaseMiddleware)])
 
 
 def quieter_streamlit_polling() -> None:

@@ -2,7 +2,10 @@
 run as the live run "live" (200x faster than it was logged: 20 lines a second).
 
 One server, one replay and one browser for the module; each test opens its page by URL. A
-screenshot of each page lands in $CLIFFWATCH_ARTIFACTS (or the test's tmp dir), never in git.
+screenshot of each page a test opened is kept in $CLIFFWATCH_SCREENSHOTS, else
+.artifacts/screenshots/ in the checkout (git ignores it), and one of every page for the demo's
+run (samples/seed-cliff, finished) and for a real Hugging Face run (../shared/realdata) as
+``PAGE-demo.png`` and ``PAGE-hf.png``.
 
 Charts are Vega-Lite drawn as SVG (Streamlit picks SVG below 2,000 points a chart), so their
 titles, axes and marks are in the DOM with Vega's ARIA labels: an x axis reads "X-axis titled
@@ -11,15 +14,20 @@ titles, axes and marks are in the DOM with Vega's ARIA labels: an x axis reads "
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from PIL import Image
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.conftest import ROOT, SAMPLES, Server, stop_process, wait_for
+from tests.conftest import ROOT, SAMPLES, SHARED, Server, stop_process, wait_for
 
 CHART = "[data-testid=stVegaLiteChart]"
 # fires on the replay's first line (the seed's loss starts near 0.8)
@@ -47,6 +55,7 @@ def live(tmp_path_factory):
     rules = base / "rules.toml"
     rules.write_text(RULES)
     server = Server(logdir, "--rules", str(rules))
+    server.logdir = logdir
     writer = subprocess.Popen([sys.executable, "-m", "app", "replay", str(SAMPLES / "seed-cliff"),
                                "--to", str(logdir / "live"), "--speed", "200"], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -59,9 +68,10 @@ def live(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory) -> Path:
-    folder = os.environ.get("CLIFFWATCH_ARTIFACTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+def artifacts() -> Path:
+    """Where the page tests keep their screenshots, past the test run (issue 20, acceptance)."""
+    folder = os.environ.get("CLIFFWATCH_SCREENSHOTS")
+    path = Path(folder) if folder else ROOT / ".artifacts" / "screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -173,3 +183,94 @@ def test_runs_page_links_each_run_to_its_run_page(page, live):
     page.goto(f"{live.url}/?run=live&step=200")  # the link in messages sent before issue 9
     page.get_by_text("zoomed on steps 100–300").first.wait_for(timeout=30_000)
     assert "/run?" in page.url
+
+
+def test_pages_ask_for_the_server_at_its_root_alone(browser, live, artifacts):
+    """Streamlit's front end looked for its server under the page's own path first: a 404 for
+    /run/_stcore/health and /sql/_stcore/host-config on every page load (issue 20, item 16)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    missing, asked = [], []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    page.on("request", lambda r: asked.append(urlsplit(r.url).path)
+            if "/_stcore/" in r.url else None)
+    try:
+        for path, title in (("/run?run=live", "live"), ("/sql", "SQL"), ("/alerts", "Alerts")):
+            page.goto(live.url + path)
+            page.get_by_role("heading", name=title, exact=True).wait_for(timeout=30_000)
+    finally:
+        page.screenshot(path=str(artifacts / "pages-ask-the-root.png"), full_page=True)
+        page.close()
+    assert missing == []
+    assert {"/_stcore/health", "/_stcore/host-config"} <= set(asked)
+    assert all(path.startswith("/_stcore/") for path in asked), asked
+
+
+# every page of main.py's navigation: its URL for a run, and what shows it has been drawn
+SHOTS = {
+    "runs": ("/", "[data-testid=stDataFrame]"),
+    "run": ("/run?run={run}", CHART),
+    "compare": ("/compare?runs={run}&metric=loss", CHART),
+    "incidents": ("/incidents?run={run}", "h1"),
+    "alerts": ("/alerts", "h3"),
+    "sql": ("/sql?q=SELECT+step,+loss+FROM+metrics+WHERE+run+%3D+'{run}'+ORDER+BY+step",
+            "[data-testid=stDataFrame]"),
+}
+# the demo's seed incident as the replay ends (a spike, stalls and a cliff, all drawn), and a
+# Hugging Face trainer_state.json with its trainer_log.jsonl: (where from, its last step)
+SHOT_RUNS = {"demo": (SAMPLES / "seed-cliff", 4499),
+             "hf": (SHARED / "realdata" / "hf-mistral-translator", 8660)}
+# no element is faded as stale (being redrawn by a rerun: the Runs page follows the live run)
+IDLE = "!document.querySelector('[data-stale=true]')"
+MIN_COLOURS = 500  # far below a drawn page's, far above a blank or a bare-title one
+
+
+def shot_run(live, who: str) -> str:
+    """The run copied beside the live one, read to its last step and diagnosed."""
+    source, last = SHOT_RUNS[who]
+    if not source.is_dir():
+        pytest.skip(f"{source} (real public logs, see its README) is not beside this clone")
+    run = source.name
+    if not (live.logdir / run).exists():
+        shutil.copytree(source, live.logdir / run)
+    wait_for(lambda: live.sql(f"SELECT max(step) FROM metrics WHERE run = '{run}'")
+             .json()["rows"][0][0] == last, timeout=60, interval=0.2)
+    if who == "demo":  # its incidents on the Incidents page
+        wait_for(lambda: live.sql(f"SELECT count(*) FROM incidents WHERE run = '{run}' AND "
+                                  "kind = 'cliff'").json()["rows"][0][0], timeout=60)
+    return run
+
+
+def settled(page) -> None:
+    """Wait, for a while, until no element is being redrawn: a page that lists the live run
+    reruns as its lines arrive, and may be caught rerunning each time (then it is drawn as
+    it is)."""
+    with contextlib.suppress(PlaywrightTimeout):
+        page.wait_for_function(IDLE, timeout=5_000, polling=50)
+
+
+def colours(png: Path) -> int:
+    with Image.open(png) as image:
+        return len(image.convert("RGB").getcolors(maxcolors=1 << 24))
+
+
+@pytest.mark.parametrize("who", ["demo", "hf"])
+def test_a_screenshot_of_every_page_is_kept(browser, live, artifacts, who):
+    """Each page drawn for the demo's run and for a real run of another trainer, kept as a
+    PNG that is no blank page, with no exception on it (issue 20, acceptance)."""
+    run = shot_run(live, who)
+    page = browser.new_page(viewport={"width": 1400, "height": 3200})
+    try:
+        for name, (path, drawn) in SHOTS.items():
+            page.goto(live.url + path.format(run=run))
+            if name == "sql":
+                page.get_by_role("button", name="Run").click()
+            page.locator(drawn).first.wait_for(timeout=30_000)
+            settled(page)
+            shot = artifacts / f"{name}-{who}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            # an exception's box (a firing alert is an error box of its own, and expected)
+            errors = page.locator("[data-testid=stException]")
+            assert errors.count() == 0, (name, errors.first.inner_text())
+            assert colours(shot) > MIN_COLOURS, (name, colours(shot))
+    finally:
+        page.close()

@@ -9,7 +9,7 @@ The page checks run in headless Chromium against one real server for the module,
 
 What the spec alone decides (smoothing, scales, tick formats, legends) is checked on the
 chart builders' Vega-Lite, laid out by Vega itself (vl-convert). A screenshot of each page
-opened lands in the module's tmp dir (or $CLIFFWATCH_ARTIFACTS), never in git.
+opened is kept in $CLIFFWATCH_SCREENSHOTS, else .artifacts/screenshots/ (ignored by git).
 """
 
 from __future__ import annotations
