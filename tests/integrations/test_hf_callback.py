@@ -1,8 +1,9 @@
 """The Hugging Face callback on the real transformers Trainer (CPU, a tiny GPT-2 built from a
 config, nothing downloaded): 30 steps with a save every 15 and an evaluation every 10, the save
-at step 15 made slow (its save_model sleeps 3 s, as a slow filesystem would), then a second
-launch resumed from checkpoint-15 that crashes at step 25. What it wrote must pass `validate`,
-and `diagnose` must name the checkpoint as the cause of the stall after step 15."""
+at step 15 made slow (its save_model sleeps 3 s, as a slow filesystem would) and a bad update
+right after it, then a second launch resumed from checkpoint-15 that crashes at step 25. What
+it wrote must pass `validate`, and `diagnose` must name the checkpoint as the cause of the
+stall after step 15 and of the loss thrown up after it."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ class SlowSaves(Trainer):  # the weights' write at step 15 takes 3 s (a slow fil
             time.sleep(3)
         super().save_model(output_dir, _internal_call)
 
-class Crash(TrainerCallback):  # the resumed launch dies inside its step 25
-    def on_step_end(self, args, state, control, **kwargs):
+class Crash(TrainerCallback):  # a bad update right after the slow save; the resumed launch
+    def on_step_end(self, args, state, control, **kwargs):  # dies inside its step 25
+        if mode == "first" and state.global_step == 16:
+            with torch.no_grad():
+                kwargs["model"].transformer.wte.weight.mul_(300)
         if mode == "resume" and state.global_step == 25:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
@@ -108,6 +112,9 @@ def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_
     stall = told.stdout.split("STALL at step 16", 1)[1].split("\n\n", 1)[0]
     assert "Likely cause: checkpoint." in stall, told.stdout
     assert "checkpoint at step 15 blocked the training loop for 3" in stall, told.stdout
+    # the loss the bad update threw up (a spike, or a divergence when it stays up)
+    after = told.stdout.split(" in loss at step 17", 1)[1].split("\n\n", 1)[0]
+    assert "Likely cause: checkpoint." in after or "Likely causes: checkpoint," in after
 
 
 EPOCHS = r'''

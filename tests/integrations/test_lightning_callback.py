@@ -2,8 +2,9 @@
 30 steps, a checkpoint every 10 whose write at step 20 takes 3 s (a CheckpointIO that sleeps,
 as a slow filesystem would), then a second launch resumed from the step-10 checkpoint that
 crashes at step 25. What it wrote must pass `validate`, `diagnose` must name the checkpoint as
-the cause of the stall after step 20, and the save's seconds must be its own: a callback that
-sleeps in the step-20 hook before the save adds nothing to them."""
+the cause of the stall after step 20 and of the loss spike a bad update makes right after it,
+and the save's seconds must be its own: a callback that sleeps in the step-20 hook before the
+save adds nothing to them."""
 
 from __future__ import annotations
 
@@ -32,10 +33,14 @@ class SlowIO(TorchCheckpointIO):  # the write of step 20's checkpoint takes 3 s
             time.sleep(3)
         super().save_checkpoint(checkpoint, path, storage_options)
 
-class Busy(Callback):  # 1 s of other work in the hook before the save: not the save's
+class Busy(Callback):  # 1 s of other work in the hook before the save: not the save's; a
+    # spike after it; the resumed launch's crash
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_step == 20:
             time.sleep(1)
+        if trainer.global_step == 21 and mode == "first":  # a bad update right after the save
+            with torch.no_grad():
+                pl_module.layer.weight.mul_(30)
         if mode == "resume" and trainer.global_step == 25:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
@@ -117,3 +122,5 @@ def test_a_real_lightning_run_resumed_and_crashed_writes_what_names_its_slow_sav
     stall = told.stdout.split("STALL at step 21", 1)[1].split("\n\n", 1)[0]
     assert "Likely cause: checkpoint." in stall, told.stdout
     assert "checkpoint at step 20 blocked the training loop for 3" in stall, told.stdout
+    spike = told.stdout.split("SPIKE in loss at step 22", 1)[1].split("\n\n", 1)[0]
+    assert "Likely causes: checkpoint," in spike, told.stdout
