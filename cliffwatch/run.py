@@ -123,7 +123,8 @@ class Run:
 
     def __init__(self, run_dir: Path, *, rank: int = 0, world_size: int = 1,
                  writes: bool = True, config: dict | None = None,
-                 name: str | None = None, started: float | None = None) -> None:
+                 name: str | None = None, started: float | None = None,
+                 rank_dir: Path | None = None) -> None:
         self.dir, self.rank, self.world_size = Path(run_dir), rank, world_size
         self.name = name or self.dir.name  # the run id: its folder's path under the logdir
         self.problems = Problems()
@@ -141,7 +142,8 @@ class Run:
         self.sampler = None
         self._metrics = LineFile(self.dir / "metrics.jsonl", self.problems) if writes else None
         self._events = LineFile(self.dir / "events.jsonl", self.problems) if writes else None
-        self._rank = (LineFile(self.dir / f"rank{rank}.jsonl", self.problems)
+        rank_dir = self.dir if rank_dir is None else Path(rank_dir)  # all_ranks: the main run's
+        self._rank = (LineFile(rank_dir / f"rank{rank}.jsonl", self.problems)
                       if world_size > 1 else None)
 
     # --- lines ------------------------------------------------------------------------------
@@ -180,6 +182,8 @@ class Run:
         if not all(type(v) in NUMBER for v in values.values()):
             values = self._numbers(values)
         line = {"step": step, **values}
+        if "step" in values:  # the argument's step wins over a logged "step" value
+            line["step"] = step
         if epoch is not None:
             line["epoch"] = epoch
         if buckets is not None:
@@ -297,7 +301,7 @@ class Run:
         self.event("run_start", step, resumed=resumed)
 
     def finish(self, error: BaseException | str | None = None, *, status: str | None = None,
-               reason: str | None = None) -> None:
+               reason: str | None = None, step: int | None = None) -> None:
         """The run_end event, once: ``{"reason": "finished"|"error"|"sigterm",
         "status": "completed"|"failed"|"interrupted", "error": "..."}``; the summary goes
         into run.json and the sampler stops."""
@@ -317,7 +321,7 @@ class Run:
             pending, self._pending = self._pending, {}
             self._line(pending["step"], pending["values"], None, None)
         self._stop_sampler()
-        self.event("run_end", self.last_step or 0, **data)
+        self.event("run_end", (self.last_step or 0) if step is None else step, **data)
         if self.summary:
             self._write_run_json()
         for handle in (self._metrics, self._events, self._rank):

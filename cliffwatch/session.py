@@ -79,12 +79,13 @@ def init(logdir: str | Path | None = None, name: str | None = None, config: obje
     name = name or id or run_name(logdir, world_size)
     if isinstance(resume, str):
         resume = RESUME_WORDS.get(resume, True)
+    main_dir = logdir / name  # where rank{N}.jsonl goes
     if all_ranks and rank != 0:
         name = f"{name}-rank{rank}"  # a run of its own: two writers of one file mix steps
     finish_previous()
     run = Run(logdir / name, rank=rank, world_size=world_size, writes=rank == 0 or all_ranks,
               config=as_dict(config), name=f"{project}/{name}" if project else name,
-              started=started)
+              started=started, rank_dir=main_dir)
     _begin(run, resume, checkpoint)
     if system and env_int("LOCAL_RANK", rank) == 0:
         run.sampler = _start_sampler(run, sample_s)

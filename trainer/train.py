@@ -389,7 +389,7 @@ class Loop:
         try:
             self.saver.wait()
         finally:
-            self.run_log.finish(error, status=status)
+            self.run_log.finish(error, status=status, step=self.step)
             self.progress.close()
 
     def summary(self, status: str, loop_s: float) -> dict:

@@ -132,8 +132,10 @@ def test_init_takes_rank_and_world_size_from_torchrun_env(tmp_path, monkeypatch,
     assert sorted(p.name for p in run.dir.iterdir()) == ["rank1.jsonl"]
     mine = cliffwatch.init(logdir=tmp_path, name="all", all_ranks=True, system=False)
     mine.log({"loss": 1.0}, step=1)
+    mine.rank_line(1, step_time_s=0.1, data_wait_s=0.0)
     mine.finish()
     assert mine.dir.name == "all-rank1" and (mine.dir / "metrics.jsonl").exists()
+    assert (tmp_path / "all" / "rank1.jsonl").exists()  # beside the other ranks' files
 
 
 def test_lines_from_many_threads_are_whole_and_none_is_lost(tmp_path, finish_after):
