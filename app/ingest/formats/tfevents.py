@@ -24,14 +24,13 @@ torch is installed: 1.8 s and 200 MB in the monitor (docs/formats.md).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from ...keys import EPOCH, FORMAT_KEYS, STEP, TIME
-from . import EVAL, TRAIN, Problem, Record, tfrecord
+from ...keys import EPOCH, FORMAT_KEYS
+from . import Problem, Record, tfbulk, tfrecord
 from .keys import is_eval_key
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -90,41 +89,43 @@ def _event_class():
 Event = _event_class()
 
 
-@dataclass
-class _Scalar:
-    offset: int
-    step: int
-    time: float
-    tag: str
-    value: float
-
-
 def parse(data: bytes, base: int, *, final: bool = False
           ) -> tuple[list[Record], list[Problem], int]:
     """``(records, problems, consumed)`` for the whole records in ``data`` (``base``: its file
     offset). The next call starts at ``base + consumed``."""
-    frames, problems, consumed = tfrecord.read(data, base)
-    scalars: list[_Scalar] = []
-    for offset, body in frames:
-        try:
-            event = Event.FromString(body)
-            found = [_Scalar(offset, event.step, event.wall_time, value.tag, number)
-                     for value in event.summary.value if (number := scalar(value)) is not None]
-        except DecodeError as exc:
-            problems.append(Problem(offset, "error", f"not a TensorBoard Event ({exc}); "
-                                    "record skipped"))
-            continue
-        except (ArithmeticError, ValueError, TypeError, struct.error) as exc:  # its content
-            problems.append(Problem(offset, "error", f"a TensorBoard Event that cannot be read "
-                                    f"({type(exc).__name__}: {exc}); record skipped"))
-            continue
-        scalars.extend(found)
-    groups = _groups(scalars)
-    if groups and not final:  # the last step may not be whole yet: read it again next time
-        held = groups.pop()[0].offset
+    starts, lengths, problems, consumed = tfrecord.scan(data, base)
+    found = tfbulk.decode(data, starts, lengths, base, problems, _slow)
+    groups = tfbulk.group_starts(found)
+    if len(groups) and not final:  # the last step may not be whole yet: read it again next time
+        held = int(found.offset[groups[-1]])
         consumed = held - base
         problems = [p for p in problems if p.offset < held]
-    return [r for group in groups for r in _records(group)], problems, consumed
+        found, groups = found.head(int(groups[-1])), groups[:-1]
+    return tfbulk.records(found, groups, _kinds), problems, consumed
+
+
+def _slow(offset: int, body: bytes) -> list[tuple[int, float, str, float]] | Problem:
+    """``(step, time, tag, value)`` of each scalar of one Event, by the protobuf library (the
+    records tfbulk.py's templates do not fit: tensors, the file_version record, the rare),
+    or the problem that skips it."""
+    try:
+        event = Event.FromString(body)
+        return [(event.step, event.wall_time, value.tag, number)
+                for value in event.summary.value if (number := scalar(value)) is not None]
+    except DecodeError as exc:
+        return Problem(offset, "error", f"not a TensorBoard Event ({exc}); record skipped")
+    except (ArithmeticError, ValueError, TypeError, struct.error) as exc:  # its content
+        return Problem(offset, "error", f"a TensorBoard Event that cannot be read "
+                       f"({type(exc).__name__}: {exc}); record skipped")
+
+
+def _kinds(tags: tuple[str, ...]) -> tuple[list[int], list[str], list[int], list[str]]:
+    """Of a step's tags: the positions and v1 keys of its training ones, then of its
+    evaluation ones (kept apart from the line)."""
+    train = [(i, key(tag)) for i, tag in enumerate(tags) if not is_eval_key(tag)]
+    evals = [(i, key(tag)) for i, tag in enumerate(tags) if is_eval_key(tag)]
+    return ([i for i, _ in train], [k for _, k in train], [i for i, _ in evals],
+            [k for _, k in evals])
 
 
 def scalar(value) -> float | None:
@@ -165,26 +166,6 @@ def _single(number: float, width=np.float32) -> float:
     """A float32 (or half) as the shortest decimal that is the same float32: 0.1, not
     0.10000000149011612 (what TensorBoard shows, and what the writer was given)."""
     return float(str(width(number)))
-
-
-def _groups(scalars: list[_Scalar]) -> list[list[_Scalar]]:
-    groups: list[list[_Scalar]] = []
-    for item in scalars:
-        group = groups[-1] if groups else None
-        if group and group[0].step == item.step and all(s.tag != item.tag for s in group):
-            group.append(item)
-        else:
-            groups.append([item])
-    return groups
-
-
-def _records(group: list[_Scalar]) -> list[Record]:
-    """One row per kind: training tags, and evaluation tags (kept apart from the line)."""
-    head = {STEP: group[0].step, TIME: max(s.time for s in group)}
-    rows = {TRAIN: dict(head), EVAL: dict(head)}
-    for item in group:
-        rows[EVAL if is_eval_key(item.tag) else TRAIN][key(item.tag)] = item.value
-    return [Record(group[0].offset, kind, row) for kind, row in rows.items() if len(row) > 2]
 
 
 def key(tag: str) -> str:

@@ -1,0 +1,451 @@
+"""TensorBoard event records decoded in bulk (tfevents.py's fast path, issue 23: a protobuf
+and a few Python objects per record made 1,000,000 events take 18 s).
+
+A writer's scalar events differ from one another only in their numbers: the wall time, the
+step and each ``simple_value``. The bytes of one record of each length are read once, field
+by field (``_layout``), into a template: where those numbers sit, and every other byte (field
+keys, lengths, tags, metadata). Every record of that length whose other bytes are the
+template's is then read by numpy from the positions, all at once; the protobuf library reads
+the template record too, and a template it disagrees with is not used. A record no template
+fits (a tensor scalar, the file_version record, a histogram) goes to the protobuf reader
+(``slow``), one by one, in its place in the file::
+
+    found = decode(data, starts, lengths, base, problems, slow)
+    found.step, found.time, found.tag, found.value  # one entry per scalar, in file order
+    found.tags[found.tag[0]]                         # "loss"
+"""
+
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ...keys import STEP, TIME
+from . import EVAL, TRAIN, Problem, Record
+from .tfrecord import HEADER
+
+_BULK = 32  # records of one length before a template is worth making
+_TEMPLATES = 4  # templates tried per length before the rest go one by one
+_LONGEST = 4096  # a longer record holds more than scalars (a histogram, an image, a graph)
+_POW10 = 10.0 ** np.arange(23)  # every power of ten a double holds exactly
+
+
+@dataclass
+class Scalars:
+    """One entry per scalar, in the order of the file: its record's offset, and the Event's
+    step and wall time, the tag (an index into ``tags``) and the value."""
+    offset: np.ndarray
+    step: np.ndarray
+    time: np.ndarray
+    tag: np.ndarray
+    value: np.ndarray
+    tags: list[str]
+
+    def head(self, count: int) -> Scalars:
+        return Scalars(self.offset[:count], self.step[:count], self.time[:count],
+                       self.tag[:count], self.value[:count], self.tags)
+
+
+@dataclass
+class _Layout:
+    """Where the numbers of one record sit: the template's bytes, which of them vary, the
+    wall time's position, the step's varint (position, length), each value's position and
+    tag."""
+    body: np.ndarray
+    varies: np.ndarray
+    wall: int
+    step: tuple[int, int]
+    values: list[tuple[int, str]]
+
+
+class _NotSimple(Exception):
+    """The record holds more than the fields a template reads."""
+
+
+def decode(data: bytes, starts: np.ndarray, lengths: np.ndarray, base: int,
+           problems: list[Problem], slow) -> Scalars:
+    """The scalars of the records at ``starts`` (their data ``lengths`` long). ``slow(offset,
+    body)`` reads one record the careful way: ``[(step, time, tag, value), ...]`` or the
+    Problem that skips it (appended to ``problems``)."""
+    buf = np.frombuffer(data, np.uint8)
+    bodies = starts + HEADER
+    tags: dict[str, int] = {}
+    pieces, rest = [], []
+    for length, members in _by_length(lengths):
+        rest += _templated(buf, bodies, length, members, base, slow, tags, pieces)
+    rest = np.sort(np.array(rest, np.int64))
+    one_by_one = _one_by_one(data, bodies, lengths, rest, base, slow, problems)
+    return _assemble(len(starts), starts + base, pieces, rest, one_by_one, tags)
+
+
+def _by_length(lengths: np.ndarray):
+    """``(length, record indices)`` for each length common enough for a template; the
+    records of the other lengths come last as ``(None, indices)``."""
+    short = np.minimum(lengths, _LONGEST)
+    counts = np.bincount(short, minlength=_LONGEST + 1) if len(lengths) else np.zeros(1, int)
+    common = np.flatnonzero(counts >= _BULK)
+    common = common[common < _LONGEST]
+    for length in common.tolist():
+        yield length, np.flatnonzero(short == length)
+    yield None, np.flatnonzero(counts[short] < _BULK) if len(common) else np.arange(
+        len(lengths))
+
+
+def _templated(buf, bodies, length, members, base, slow, tags, pieces) -> list[int]:
+    """Reads the records of one length that a template fits into ``pieces``: ``(indices,
+    steps, times, tag ids, values)``; gives back the indices of the others."""
+    if length is None or not len(members):
+        return members.tolist()
+    rows = sliding_window_view(buf, length)[bodies[members]]
+    left = []
+    for _ in range(_TEMPLATES):
+        if not len(members):
+            return left
+        first = rows[0].tobytes()
+        layout = _layout(first)
+        if layout is None or not _agrees(layout, first, int(bodies[members[0]]) + base, slow):
+            left.append(int(members[0]))
+            members, rows = members[1:], rows[1:]
+            continue
+        fits = _fits(layout, rows)
+        ids = [tags.setdefault(tag, len(tags)) for _, tag in layout.values]
+        pieces.append((members[fits], *_numbers(layout, rows[fits]), ids))
+        members, rows = members[~fits], rows[~fits]
+    return left + members.tolist()
+
+
+def _fits(layout: _Layout, rows: np.ndarray) -> np.ndarray:
+    """Which rows have the template's bytes wherever it holds no number, and its varint
+    shape (the continuation bits) where it holds the step."""
+    fixed = np.flatnonzero(~layout.varies)
+    fits = (rows[:, fixed] == layout.body[fixed]).all(axis=1)
+    at, size = layout.step
+    shape = layout.body[at:at + size] & 0x80
+    return fits & ((rows[:, at:at + size] & 0x80) == shape).all(axis=1)
+
+
+def _numbers(layout: _Layout, rows: np.ndarray):
+    """The steps, wall times and (records, values) float32 values of rows that fit."""
+    times = np.ascontiguousarray(rows[:, layout.wall:layout.wall + 8]).view("<f8")[:, 0]
+    at, size = layout.step
+    steps = np.zeros(len(rows), np.uint64)
+    for i in range(size):
+        steps |= (rows[:, at + i] & 0x7F).astype(np.uint64) << np.uint64(7 * i)
+    values = np.stack([np.ascontiguousarray(rows[:, p:p + 4]).view("<f4")[:, 0]
+                       for p, _ in layout.values], axis=1)
+    return steps.view(np.int64), times, values
+
+
+def _agrees(layout: _Layout, body: bytes, offset: int, slow) -> bool:
+    """Whether the protobuf reader reads the template record as the template does."""
+    careful = slow(offset, body)
+    if isinstance(careful, Problem):
+        return False
+    rows = np.frombuffer(body, np.uint8)[None, :]
+    steps, times, values = _numbers(layout, rows)
+    mine = [(int(steps[0]), float(times[0]), tag, float(v))
+            for (_, tag), v in zip(layout.values, singles(values[0]).tolist(), strict=True)]
+    return [(s, t, tag, v) for s, t, tag, v in careful] == mine and len(mine) > 0
+
+
+def _layout(body: bytes) -> _Layout | None:
+    """The template of an Event holding a wall time, a step and simple-value scalars and
+    nothing else; None for any other record."""
+    try:
+        top = _fields(body, 0, len(body))
+        if [(number, wire) for number, wire, _, _ in sorted(top)] != [(1, 1), (2, 0), (5, 2)]:
+            return None
+        place = {number: (start, end) for number, _, start, end in top}
+        summary = _fields(body, *place[5])
+        if any((number, wire) != (1, 2) for number, wire, _, _ in summary):
+            return None
+        values = [_value(body, start, end) for _, _, start, end in summary]
+    except _NotSimple:
+        return None
+    if not values:
+        return None
+    varies = np.zeros(len(body), bool)
+    step = (place[2][0], place[2][1] - place[2][0])
+    for start, size in [(place[1][0], 8), step, *[(p, 4) for p, _ in values]]:
+        varies[start:start + size] = True
+    return _Layout(np.frombuffer(body, np.uint8).copy(), varies, place[1][0], step, values)
+
+
+def _value(body: bytes, start: int, end: int) -> tuple[int, str]:
+    """A Summary.Value holding a tag and a simple_value (and perhaps metadata): the value's
+    position and the tag."""
+    fields = {number: (wire, s, e) for number, wire, s, e in _fields(body, start, end)}
+    if len(fields) != len(_fields(body, start, end)) or set(fields) - {1, 2, 9} \
+            or fields.get(1, (0,))[0] != 2 or fields.get(2, (0,))[0] != 5:
+        raise _NotSimple
+    try:
+        tag = body[fields[1][1]:fields[1][2]].decode()
+    except UnicodeDecodeError:
+        raise _NotSimple from None
+    return fields[2][1], tag
+
+
+def _fields(body: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    """``(number, wire type, start, end)`` of each field of the message in ``body[start:end]``:
+    a varint's own bytes, a fixed field's, a length-delimited field's contents."""
+    fields = []
+    pos = start
+    while pos < end:
+        key, pos = _varint(body, pos, end)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, after = _varint(body, pos, end)
+        elif wire in (1, 5):
+            after = pos + (8 if wire == 1 else 4)
+        elif wire == 2:
+            size, pos = _varint(body, pos, end)
+            after = pos + size
+        else:
+            raise _NotSimple
+        if after > end or number == 0:
+            raise _NotSimple
+        fields.append((number, wire, pos, after))
+        pos = after
+    return fields
+
+
+def _varint(body: bytes, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end and shift < 70:
+        byte = body[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+    raise _NotSimple
+
+
+def _one_by_one(data, bodies, lengths, rest, base, slow, problems) -> list:
+    """What ``slow`` reads of each record in ``rest`` (the problems it finds kept aside)."""
+    read = []
+    for i in rest.tolist():
+        start = int(bodies[i])
+        found = slow(base + start - HEADER, data[start:start + int(lengths[i])])
+        if isinstance(found, Problem):
+            problems.append(found)
+            found = []
+        read.append(found)
+    return read
+
+
+def _assemble(records: int, offsets: np.ndarray, pieces, rest, one_by_one, tags) -> Scalars:
+    """Every scalar in its place: the records' scalars in file order, each record's in the
+    order it holds them."""
+    count = np.zeros(records, np.int64)
+    for members, _, _, values, _ in pieces:
+        count[members] = values.shape[1]
+    count[rest] = [len(found) for found in one_by_one]
+    slot = np.cumsum(count) - count
+    total = int(count.sum())
+    out = Scalars(np.repeat(offsets, count), np.zeros(total, np.int64), np.zeros(total),
+                  np.zeros(total, np.int64), np.zeros(total), [])
+    for members, steps, times, values, ids in pieces:
+        at = slot[members][:, None] + np.arange(values.shape[1])
+        out.step[at], out.time[at] = steps[:, None], times[:, None]
+        out.tag[at], out.value[at] = np.array(ids)[None, :], singles(values)
+    _place(out, slot[rest], one_by_one, tags)
+    out.tags = sorted(tags, key=tags.__getitem__)
+    return out
+
+
+def _place(out: Scalars, slots: np.ndarray, one_by_one: list, tags: dict) -> None:
+    at = [int(slot) + j for slot, found in zip(slots.tolist(), one_by_one, strict=True)
+          for j in range(len(found))]
+    flat = [item for found in one_by_one for item in found]
+    if flat:
+        steps, times, names, values = zip(*flat, strict=True)
+        out.step[at], out.time[at], out.value[at] = steps, times, values
+        out.tag[at] = [tags.setdefault(name, len(tags)) for name in names]
+
+
+def singles(values: np.ndarray) -> np.ndarray:
+    """``float(str(np.float32(v)))`` of each float32: the shortest decimal that reads back as
+    the same float32 (0.1, not 0.10000000149011612: what the writer was given), in bulk.
+
+    Each value is worked out once per stretch of equal ones (a learning rate that stays put).
+    The shortest has 1 to 9 significant digits (``_shortest``). A value where its rule could
+    err (a power of two, whose neighbours are not evenly spaced; a decimal halfway between
+    two; one too large or small for exact powers of ten) is given to str, once per distinct
+    value."""
+    with np.errstate(all="ignore"):  # NaN and infinities go to str, below
+        return _singles(np.asarray(values, np.float32))
+
+
+def _singles(x32: np.ndarray) -> np.ndarray:
+    flat = x32.T.ravel()  # a tag's values one after another: its equal neighbours side by side
+    bits = flat.view(np.uint32)
+    new = np.concatenate([[True], bits[1:] != bits[:-1]])
+    firsts = flat[new]
+    out = np.empty(len(firsts), np.float64)
+    xd = firsts.astype(np.float64)
+    size = np.abs(xd)
+    bulk = (size >= 1e-12) & (size < 1e12) & ((firsts.view(np.uint32) & 0x7FFFFF) != 0)
+    where = np.flatnonzero(bulk)
+    got, sure = _shortest(firsts[where], xd[where])
+    out[where[sure]] = got[sure]
+    doubt = np.concatenate([np.flatnonzero(~bulk), where[~sure]])
+    if len(doubt):
+        distinct, inverse = np.unique(firsts[doubt], return_inverse=True)
+        out[doubt] = np.array([float(str(v)) for v in distinct])[inverse]
+    return out[np.cumsum(new) - 1].reshape(x32.T.shape).T
+
+
+def _shortest(x32: np.ndarray, xd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shortest decimals (as doubles) of float32 values between 1e-12 and 1e12, and
+    whether each is certain. Most need 8 or 9 digits: 8 is tried on all, 9 where 8 does not
+    read back, and fewer, one digit at a time, where 8 does (a decimal that reads back with
+    k digits does with k + 1)."""
+    exponent = np.floor(np.log10(np.abs(xd))).astype(np.int64)
+    best, back, sure = _nearest(x32, xd, 7 - exponent)
+    nine = np.flatnonzero(~back)
+    value, back9, certain = _nearest(x32[nine], xd[nine], 8 - exponent[nine])
+    best[nine] = value
+    sure[nine] &= back9 & certain
+    left = np.flatnonzero(back)
+    for digits in range(7, 0, -1):
+        if not len(left):
+            break
+        value, shorter, certain = _nearest(x32[left], xd[left], digits - 1 - exponent[left])
+        sure[left] &= certain
+        left = left[shorter]
+        best[left] = value[shorter]
+    return best, sure
+
+
+def _nearest(x32, xd, places):
+    """The decimal nearest ``xd`` with ``places`` digits after the point (negative: tens,
+    hundreds...) as a double, whether it reads back as ``x32``, and whether both answers are
+    certain (not near a tie, not within a rounding of a float32 halfway point)."""
+    scale = _POW10[np.abs(places)]
+    up = places >= 0
+    if up.all():
+        scaled = xd * scale
+        whole = np.rint(scaled)
+        value = whole / scale
+    else:
+        scaled = np.where(up, xd * scale, xd / scale)
+        whole = np.rint(scaled)
+        value = np.where(up, whole / scale, whole * scale)
+    back = value.astype(np.float32) == x32
+    halfway = (value.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+    certain = (np.abs(scaled - whole) < 0.5 - 1e-6) & ~halfway
+    return value, back, certain
+
+
+def group_starts(found: Scalars) -> np.ndarray:
+    """Where each row begins: consecutive scalars of one step make one row (v1 reads a step
+    that does not rise as a resume), and a tag seen twice in a row starts a new one."""
+    n = len(found.step)
+    if not n:
+        return np.zeros(0, np.int64)
+    runs = np.flatnonzero(np.concatenate([[True], found.step[1:] != found.step[:-1]]))
+    sizes = np.diff(np.append(runs, n))
+    if len(found.tags) <= 64:  # one bit a tag: a run's tags differ when its bits count them
+        bits = np.left_shift(np.uint64(1), found.tag.astype(np.uint64))
+        distinct = np.bitwise_count(np.bitwise_or.reduceat(bits, runs)) == sizes
+    else:
+        distinct = sizes == 1
+    extra = [start for run in np.flatnonzero(~distinct).tolist()
+             for start in _split(found.tag, int(runs[run]), int(runs[run] + sizes[run]))]
+    return np.sort(np.concatenate([runs, np.array(extra, np.int64)])) if extra else runs
+
+
+def _split(tag: np.ndarray, start: int, end: int) -> list[int]:
+    """The starts after ``start`` of the rows of one step's run where a tag comes back."""
+    starts, seen = [], set()
+    for i, item in enumerate(tag[start:end].tolist(), start):
+        if item in seen:
+            starts.append(i)
+            seen = set()
+        seen.add(item)
+    return starts
+
+
+def records(found: Scalars, groups: np.ndarray, kinds) -> list[Record]:
+    """One record per kind and row: training tags, and evaluation tags (kept apart from the
+    line), each row ``{step, time (the latest of its scalars), key: value...}``. ``kinds(tags)``
+    gives a row's training (positions, keys) and evaluation (positions, keys)."""
+    if not len(groups):
+        return []
+    sizes = np.diff(np.append(groups, len(found.step)))
+    shapes, which = _shapes(found, groups, sizes)
+    times = np.maximum.reduceat(found.time, groups)
+    plans = [kinds(tuple(found.tags[t] for t in shape)) for shape in shapes]
+    emitted = np.array([bool(p[0]) + bool(p[2]) for p in plans])[which]
+    first = np.cumsum(emitted) - emitted
+    out: list = [None] * int(emitted.sum())
+    with _no_gc():
+        for number, (train, train_keys, evals, eval_keys) in enumerate(plans):
+            rows = np.flatnonzero(which == number) if len(plans) > 1 else np.arange(len(groups))
+            at = first[rows]
+            for kind, places, keys in ((TRAIN, train, train_keys), (EVAL, evals, eval_keys)):
+                if places:
+                    _fill(out, at.tolist(), kind, keys, found, groups[rows], places, times[rows])
+                    at = at + 1
+    return out
+
+
+def _shapes(found: Scalars, groups: np.ndarray, sizes: np.ndarray):
+    """The distinct tag sequences of the rows, and which one each row has."""
+    widest = int(sizes.max())
+    columns = [np.where(sizes > j, found.tag[np.minimum(groups + j, len(found.tag) - 1)], -1)
+               for j in range(widest)]
+    table = np.stack(columns, axis=1)
+    if (table == table[0]).all():
+        return [tuple(table[0].tolist())], np.zeros(len(groups), np.int64)
+    shapes, which = np.unique(table, axis=0, return_inverse=True)
+    return [tuple(t for t in row if t >= 0) for row in shapes.tolist()], which.ravel()
+
+
+def _fill(out, at, kind, keys, found, groups, places, times) -> None:
+    columns = [found.value[groups + place].tolist() for place in places]
+    made = _builder(len(keys))(Record, kind, STEP, TIME, *keys)(
+        found.offset[groups].tolist(), found.step[groups].tolist(), times.tolist(), *columns)
+    if len(at) == len(out):
+        out[:] = made
+        return
+    for slot, record in zip(at, made, strict=True):
+        out[slot] = record
+
+
+@lru_cache(maxsize=64)
+def _builder(width: int):
+    """A function making the records of rows with ``width`` values, whose dict is written
+    out as one literal: twice as fast as dict(zip(keys, values)) a row (0.3 s against 0.6 s
+    for 1,000,000 rows). Only the number of values is written into the code; the keys are
+    its arguments."""
+    names = [f"v{i}" for i in range(width)]
+    keys = [f"k{i}" for i in range(width)]
+    pairs = "".join(f", {k}: {v}" for k, v in zip(keys, names, strict=True))
+    source = (f"def outer(record, kind, step_key, time_key{''.join(', ' + k for k in keys)}):\n"
+              f"    def build(offsets, steps, times{''.join(', ' + v for v in names)}):\n"
+              f"        return [record(o, kind, {{step_key: s, time_key: t{pairs}}})\n"
+              f"                for o, s, t{''.join(', ' + v for v in names)}\n"
+              f"                in zip(offsets, steps, times{''.join(', ' + v for v in names)})]\n"
+              f"    return build\n")
+    scope: dict = {}
+    exec(source, scope)  # the code names only v0.., k0..: no value is pasted into it
+    return scope["outer"]
+
+
+@contextmanager
+def _no_gc():
+    """A million new dicts would set off the collector every 700 of them, and its full passes
+    walk all those made so far: 1.2 s -> 0.3 s without it (nothing made here is a cycle)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
