@@ -111,6 +111,34 @@ def quieter_streamlit_polling() -> None:
     polling_path_watcher._POLLING_PERIOD_SECS = 5.0
 
 
+def nodelay_sockets() -> None:
+    """TCP_NODELAY on every connection the server accepts. Streamlit binds its listening
+    socket as ``socket.socket(family)``, whose proto is 0, and asyncio sets TCP_NODELAY only
+    on sockets whose proto says TCP: so uvicorn's two writes of each answer (headers, then
+    body) met Nagle's algorithm, and the body waited for the client's delayed ACK, 40 ms a
+    request on a keep-alive connection (issue 23; bench/latency.py). A listening socket's
+    TCP_NODELAY is inherited by each socket it accepts (Linux, BSD). ``_bind_socket`` is
+    Streamlit's private function: tests/app/test_server_nodelay.py fails if an upgrade
+    renames it."""
+    from streamlit.web.server.starlette import starlette_server
+
+    bind = starlette_server._bind_socket
+    if getattr(bind, "nodelay", False):
+        return
+
+    def bind_nodelay(address: str, port: int, backlog: int) -> socket.socket:
+        return nodelay(bind(address, port, backlog))
+
+    bind_nodelay.nodelay = True
+    starlette_server._bind_socket = bind_nodelay
+
+
+def nodelay(sock: socket.socket) -> socket.socket:
+    if sock.family in (socket.AF_INET, socket.AF_INET6):  # not a Unix socket
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 def check_alerts(settings, logdir: Path, url: str) -> tuple[list, str]:
     """Rules and webhooks checked before anything starts: a mistake stops `serve` with a
     message saying what to fix, not a traceback from inside the server."""
@@ -142,6 +170,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
                     monitor=monitor)
         sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
         quieter_streamlit_polling()
+        nodelay_sockets()
         app.run(config=_streamlit_config(host, port, guard))
 
 
