@@ -28,6 +28,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback
 
 import cliffwatch
+from cliffwatch.session import run_name
 
 from . import is_eval_name, numbers
 
@@ -42,7 +43,9 @@ class CliffwatchCallback(Callback):
         self.logdir, self.name, self.config = logdir, name, config
         self.init_kwargs, self.run = init_kwargs, run
         self._ours = run is None  # a run this callback opened is finished when fit ends
-        self._logged_step = -1  # the last optimizer step a line was written for
+        self._stepped = (0, 0.0)  # the last optimizer step seen, and its monotonic time
+        self._mark = 0.0  # monotonic time of the last hook (or save) of ours that ended
+        self._waited = 0.0  # this optimizer step's seconds from a mark to a batch's start
         self._eval_keys: set[str] = set()  # what validation logs: no training metric
         self._eval_started: float | None = None
         self._before_eval: dict = {}  # trainer.callback_metrics when the pass began
@@ -64,12 +67,21 @@ class CliffwatchCallback(Callback):
         checkpoint = str(trainer.ckpt_path) if step > 0 and trainer.ckpt_path else None
         if self.run is None:
             self.run = cliffwatch.init(
-                logdir=self.logdir, name=self.name, config=self._config(trainer, pl_module),
+                logdir=self.logdir, name=self._name(trainer),
+                config=self._config(trainer, pl_module),
                 resume=step if step > 0 else False, checkpoint=checkpoint,
                 rank=trainer.global_rank, world_size=trainer.world_size, **self.init_kwargs)
         elif step > 0:
             self.run.resume(step, checkpoint)
-        self._logged_step = step
+        self._stepped = (step, time.monotonic())
+        self._mark, self._waited = self._stepped[1], 0.0
+
+    def _name(self, trainer) -> str | None:
+        """The run's name; with several processes, rank 0's (each rank would pick its own
+        from its clock and process ids): all ranks call on_train_start, so they can agree."""
+        if self.name is not None or trainer.world_size == 1:
+            return self.name
+        return trainer.strategy.broadcast(run_name(Path(self.logdir), 1))
 
     def _config(self, trainer, pl_module) -> dict:
         hparams = dict(getattr(pl_module, "hparams", {}) or {})
@@ -95,13 +107,17 @@ class CliffwatchCallback(Callback):
         if self.run is not None:  # the epoch's first batch is the next step's
             self.run.epoch(trainer.current_epoch, step=trainer.global_step + 1)
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._waited += time.monotonic() - self._mark  # Lightning fetched it since the mark
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._mark = time.monotonic()
         step = trainer.global_step
-        every = trainer.log_every_n_steps or 1
-        # one line per optimizer step (several batches share one under gradient accumulation)
-        if self.run is None or step == self._logged_step or step % every:
+        if self.run is None or step == self._stepped[0]:
+            return  # several batches share one optimizer step under gradient accumulation
+        self._rank_line(step)
+        if step % (trainer.log_every_n_steps or 1):
             return
-        self._logged_step = step
         values = {k: v for k, v in numbers(dict(trainer.callback_metrics)).items()
                   if k not in self._eval_keys and not k.endswith("_epoch")}
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
@@ -109,6 +125,15 @@ class CliffwatchCallback(Callback):
         if trainer.optimizers:
             values.setdefault("lr", trainer.optimizers[0].param_groups[0]["lr"])
         self.run.log(values, step=step, epoch=trainer.current_epoch)
+
+    def _rank_line(self, step: int) -> None:
+        """This rank's seconds per optimizer step (rank{N}.jsonl, written with several
+        processes only), for the monitor's straggler check."""
+        now = time.monotonic()
+        seconds = (now - self._stepped[1]) / (step - self._stepped[0])
+        self.run.rank_line(step, step_time_s=round(seconds, 4),
+                           data_wait_s=round(self._waited, 4))
+        self._stepped, self._waited = (step, now), 0.0
 
     def on_validation_start(self, trainer, pl_module) -> None:
         if self.run is None or trainer.sanity_checking:
@@ -118,6 +143,7 @@ class CliffwatchCallback(Callback):
         self.run.event("eval_start", trainer.global_step)
 
     def on_validation_end(self, trainer, pl_module) -> None:
+        self._mark = time.monotonic()
         if self.run is None or self._eval_started is None:
             return
         seconds = time.monotonic() - self._eval_started
@@ -156,6 +182,7 @@ class CliffwatchCallback(Callback):
                 raise
             self.run.checkpoint_end(step, path=filepath,
                                     blocked_s=round(time.monotonic() - began, 4))
+            self._mark = time.monotonic()  # ModelCheckpoint saves after our batch-end hook
             return result
 
         strategy.save_checkpoint = timed

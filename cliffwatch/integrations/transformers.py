@@ -50,6 +50,8 @@ class CliffwatchCallback(TrainerCallback):
         self._output_dir = "."  # TrainingArguments.output_dir, known at train begin
         self._save_started: float | None = None  # monotonic time the open save began
         self._mark = time.monotonic()  # the last hook's time: a save no flag announced began
+        self._stepped = (0, 0.0)  # the last step ended, and its monotonic time
+        self._waited = 0.0  # seconds from the last hook to this step's begin: its batches
         self._eval_started: float | None = None  # ... and the open evaluation pass
 
     # -- the run --------------------------------------------------------------------------
@@ -69,6 +71,7 @@ class CliffwatchCallback(TrainerCallback):
                 rank=args.process_index, world_size=args.world_size, **self.init_kwargs)
         elif step > 0:
             self.run.resume(step, checkpoint)
+        self._stepped = (step, time.monotonic())
 
     def on_train_end(self, args, state, control, **kwargs):
         if self._ours:  # the next train() of this Trainer opens the run again, resumed
@@ -78,12 +81,24 @@ class CliffwatchCallback(TrainerCallback):
     # -- what the loop does ---------------------------------------------------------------
 
     def on_epoch_begin(self, args, state, control, **kwargs):
+        self._mark = time.monotonic()  # the epoch's loader starts after this hook
         epoch = whole_epoch(state.epoch or 0.0)
         if epoch is not None:  # the epoch's first batch is the next step's
             self.run.epoch(epoch, step=state.global_step + 1)
 
+    def on_step_begin(self, args, state, control, **kwargs):
+        # the Trainer fetches a step's batches after the last hook of the step before
+        self._waited = time.monotonic() - self._mark
+
     def on_step_end(self, args, state, control, **kwargs):
         self._next(state, control)
+        # this rank's seconds per step and waiting for input (rank{N}.jsonl, written with
+        # several processes only), for the monitor's straggler check
+        step, (before, then) = state.global_step, self._stepped
+        if step > before:
+            self.run.rank_line(step, step_time_s=round((self._mark - then) / (step - before), 4),
+                               data_wait_s=round(self._waited, 4))
+            self._stepped = (step, self._mark)
 
     def on_epoch_end(self, args, state, control, **kwargs):
         self._next(state, control)  # save_strategy="epoch" saves after this hook
@@ -134,6 +149,7 @@ class CliffwatchCallback(TrainerCallback):
             self._open_save(state)  # its start is written late, its seconds counted
             self._save_started = self._mark  # from the hook before it
         self._close_save(state)
+        self._mark = time.monotonic()
 
     # -- saves and evaluations ----------------------------------------------------------
 

@@ -124,3 +124,51 @@ def test_a_real_lightning_run_resumed_and_crashed_writes_what_names_its_slow_sav
     assert "checkpoint at step 20 blocked the training loop for 3" in stall, told.stdout
     spike = told.stdout.split("SPIKE in loss at step 22", 1)[1].split("\n\n", 1)[0]
     assert "Likely causes: checkpoint," in spike, told.stdout
+
+
+DDP = r'''
+import torch
+import lightning.pytorch as pl
+from cliffwatch.integrations.lightning import CliffwatchCallback
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+if __name__ == "__main__":  # Lightning starts rank 1 by running this script again
+    torch.set_num_threads(1)
+    x = torch.randn(64, 4)
+    data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+    trainer = pl.Trainer(max_steps=6, accelerator="cpu", devices=2, strategy="ddp",
+                         logger=False, log_every_n_steps=1, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False,
+                         callbacks=[CliffwatchCallback(logdir="logs", system=False)])
+    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+'''
+
+
+def test_two_ddp_processes_with_no_name_write_one_run_with_a_rank_file_each(tmp_path):
+    """Without a name each process would name the run from its own clock and process ids:
+    rank 0's name is broadcast, so the two processes write one run folder, rank 0 its
+    metrics and both their rank{N}.jsonl (seconds per step, waiting for input)."""
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run] = list((tmp_path / "logs").iterdir())
+    assert sorted(p.name for p in run.iterdir()) == [
+        "events.jsonl", "metrics.jsonl", "rank0.jsonl", "rank1.jsonl", "run.json"]
+    for rank in (0, 1):
+        steps = lines(run / f"rank{rank}.jsonl")
+        assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
+        assert all(s["rank"] == rank and s["data_wait_s"] <= s["step_time_s"] for s in steps)
+    valid = run_cli("validate", str(run))
+    assert valid.returncode == 0, valid.stdout + valid.stderr
