@@ -14,7 +14,7 @@ import pytest
 
 from tests.app.test_dashboard_browser import CHART, artifacts, chart  # noqa: F401 (fixture)
 from tests.app.test_system_ingest import append, line, sample
-from tests.conftest import Server, wait_for
+from tests.conftest import Server, run_cli, wait_for
 
 STEPS = 40
 QUIET_S = 600  # how long before the server starts the training lines were last written
@@ -60,7 +60,7 @@ def sampler_writes_on(server, logs, count: int, **values) -> None:
 
 
 def test_the_tables_answer_ad_hoc_sql(served):
-    server, _ = served
+    server, logs = served
     found = server.sql("SELECT s.run, count(DISTINCT s.time), count(*), max(g.util_percent), "
                        "max(s.disk_write_bps) FROM system_samples AS s JOIN system_gpus AS g "
                        "USING (run, time) GROUP BY s.run")
@@ -68,6 +68,13 @@ def test_the_tables_answer_ad_hoc_sql(served):
     assert found.json()["rows"] == [["box", STEPS, 2 * STEPS, 91.0, 1048576.0 * STEPS]]
     tables = {row[0] for row in server.sql("SHOW TABLES").json()["rows"]}
     assert {"system_samples", "system_gpus"} <= tables
+    # the named starting point, as `sql --query` runs it through the server
+    usage = run_cli("sql", "--logdir", str(logs), "--query", "system_usage", "--param",
+                    "run=box", "--format", "json")
+    assert usage.returncode == 0, usage.stderr
+    (row,) = json.loads(usage.stdout)
+    assert (row["samples"], row["gpus"], row["gpu_util_min"], row["core_peak"],
+            row["disk_write_peak_mb_s"]) == (STEPS, 2, 90.0, 100.0, round(1.048576 * STEPS, 1))
 
 
 def gauge(text: str, name: str, **labels) -> float | None:
