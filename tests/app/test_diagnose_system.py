@@ -2,9 +2,10 @@
 inside a stall's gap names its cause, with the numbers: disk writes like a save (checkpoint,
 inferred, even with no checkpoint event; a logged save still comes first), swap growing
 (swap), the GPUs idle with the input queue empty or one core pegged (input_wait), a GPU's
-memory near its total (gpu_memory). A quiet disk, a disk busy all along, or idle GPUs with a
-full queue name none of them. Real ingest of real files into a DuckDB file in tmp_path; the
-end-to-end test runs the sampler in a real process that writes 300 MiB during a stall."""
+memory near its total (gpu_memory; after a crash's last step, the crash's second cause). Live
+diagnosis stores what the whole run gives. A quiet disk, a disk busy all along, or idle GPUs
+with a full queue name none of them. Real ingest of real files into a DuckDB file in tmp_path;
+the end-to-end test runs the sampler in a real process that writes 300 MiB during a stall."""
 
 from __future__ import annotations
 
