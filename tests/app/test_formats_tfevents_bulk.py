@@ -136,3 +136,17 @@ def test_float32_values_show_as_the_shortest_decimal_str_gives(seed):
     got = tfbulk.singles(values[:, None])[:, 0]
     want = np.array(shortest(values))
     assert ((got == want) | (np.isnan(got) & np.isnan(want))).all()
+
+
+def test_the_complete_part_read_again_is_the_same_and_other_bytes_are_read_afresh(tmp_path):
+    """tail.py asks how much is complete, then careful.py reads that much (final): the
+    answer kept between them is given only for those very bytes."""
+    data = write(tmp_path)
+    records, _, consumed = tfevents.parse(data, 0)
+    assert consumed < len(data)  # the last step waits
+    again, problems, _ = tfevents.parse(data[:consumed], 0, final=True)
+    assert rows(again) == rows(records) and problems == []
+    other = corrupt(data, 2000)[:consumed]  # the same length and base, another byte
+    tfevents.parse(data, 0)
+    fresh, problems, _ = tfevents.parse(other, 0, final=True)
+    assert [p.offset for p in problems] and rows(fresh) != rows(records)
