@@ -223,6 +223,8 @@ class Engine:
         for quiet in quiets:
             for rule in self._rules_for(self.stall_rules, quiet.run):
                 budget = self.stall.budget(rule, quiet) if stall.eligible(quiet) else None
+                if budget is not None and stall.before_watch(quiet, budget):
+                    budget = None  # silent past its budget already when met: no stall
                 stall.judge(batch, rule, quiet, budget, silences)
 
     # -- timers ------------------------------------------------------------------------

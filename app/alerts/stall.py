@@ -12,7 +12,8 @@ names the checkpoint. A run whose last event is
 ``run_end`` (status no longer ``running``) never stalls.
 
 A run already silent for an hour when the rules first met it (a finished or crashed run from
-before cliffwatch watched) is history, not a stall, until it writes again.
+before cliffwatch watched) is history, not a stall, until it writes again; so is one already
+silent past its budget then (``before_watch``): a stall is one cliffwatch saw begin.
 
 The timers run on the live runs' facts (status, last write, last step) that changes.py keeps
 in memory and refreshes for the runs ingest stored something for: the timers cost no query
@@ -100,6 +101,20 @@ def eligible(quiet: Quiet) -> bool:
     if quiet.status != "running" or quiet.last_write is None or quiet.first_time is None:
         return False
     return quiet.history_step is None or quiet.last_write > quiet.first_time
+
+
+def before_watch(quiet: Quiet, budget: Budget) -> bool:
+    """Whether a run past its budget stopped before cliffwatch watched it, rather than stalled
+    while watched: not written since the rules first met it, and history then (a log that
+    appeared whole: Engine._history) or already silent past its budget then (a finished run
+    copied with its mtime, a TensorBoard file from last week). A stall is one cliffwatch saw
+    begin; such a run is "finished or stopped before cliffwatch started" (issue 20, item 4)
+    until it writes again."""
+    if quiet.first_time is None or quiet.last_write is None \
+            or quiet.last_write > quiet.first_time:
+        return False
+    return quiet.history_step is not None or \
+        quiet.last_write + budget.seconds < quiet.first_time
 
 
 def judge(batch: Batch, rule: Rule, quiet: Quiet, budget: Budget | None, silences) -> None:

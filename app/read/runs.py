@@ -20,7 +20,11 @@ over the rule in force, never a copy with numbers of its own. Other trainers wri
 ``run_end``: such a run is finished once its log marks the end of training (queries'
 ``run_status``: Hugging Face's end-of-training entry, LLaMA-Factory's closing line), and idle
 once its log has not grown for ``idle_after`` seconds without saying so (a crash, a kill, a
-run that ended without a word): no longer live, never live for ever.
+run that ended without a word): no longer live, never live for ever. A run past its stall
+budget that has written nothing since the rules first met it, when it was already history
+or silent past its budget, is stopped: it finished or stopped before cliffwatch started
+(``stall.before_watch``: a copied finished log, a TensorBoard file from last week), neither
+stalled nor merely idle.
 
 ``alert_state``: firing > pending > silenced > ok. A pending or firing alert that a silence
 in force matches (``lifecycle.Silence.matches``, the engine's own glob rule) counts as
@@ -52,7 +56,7 @@ import pandas as pd
 from ..alerts.fields import glob_problem
 from ..alerts.lifecycle import Silence
 from ..alerts.rules import Rule, default_rules
-from ..alerts.stall import Quiet, StallJudge
+from ..alerts.stall import Quiet, StallJudge, before_watch
 from ..db import queries
 from ..db.readonly import jsonable
 from ..errors import CliffwatchError
@@ -62,7 +66,7 @@ COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", 
            "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]
 ENDED = {"completed": "finished", "failed": "failed", "interrupted": "failed"}
 ALERT_ORDER = ("firing", "pending", "silenced")
-STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "failed": 2, "finished": 2}
+STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "stopped": 2, "failed": 2, "finished": 2}
 IDLE_AFTER = 300.0  # the idle_after setting's default (app/settings.py)
 TAIL_LINES = 8192  # rowids read per run: 300 s of pace at up to 27 lines a second
 NEWEST = ("last_loss", "last_accuracy")
@@ -334,15 +338,19 @@ def states(cursor, table: pd.DataFrame, now: float, rule: Rule,
     idle = {r.run for r in table.itertuples() if r.status == "running"
             and pd.notna(r.log_ended) and pd.notna(r.last_write)
             and now - r.last_write > idle_after}
-    quiet = [Quiet(r.run, r.status, r.last_write, r.last_step, None, None)
+    met = {run: (first, step) for run, first, step in queries.execute(
+        cursor, "read/runs_first_met", {"runs": list(table["run"])}).fetchall()}
+    quiet = [Quiet(r.run, r.status, r.last_write, r.last_step, *met.get(r.run, (None, None)))
              for r in table.itertuples()
-             if r.status == "running" and r.run not in idle and pd.notna(r.last_write)
+             if r.status == "running" and pd.notna(r.last_write)
              and now - r.last_write > min(rule.min_s, rule.checkpoint_budget_s)]
     judge = StallJudge()
     judge.prepare(cursor, quiet)
-    stalled = {q.run for q in quiet if now - q.last_write > judge.budget(rule, q).seconds}
-    return [ENDED.get(status, "idle" if run in idle else "stalled" if run in stalled
-                      else "live")
+    past = {q.run: q for q in quiet if now - q.last_write > judge.budget(rule, q).seconds}
+    # silent since before cliffwatch watched it: no stall, and more than idle says
+    stopped = {run for run, q in past.items() if before_watch(q, judge.budget(rule, q))}
+    return [ENDED.get(status, "stopped" if run in stopped else "idle" if run in idle
+                      else "stalled" if run in past else "live")
             for run, status in zip(table["run"], table["status"], strict=True)]
 
 

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tests.app.test_foreign_runs_drawn import STEPS, tensorboard
 from tests.conftest import ROOT, SAMPLES, SHARED, Server, stop_process, wait_for
 
 CHART = "[data-testid=stVegaLiteChart]"
@@ -210,7 +212,7 @@ SHOTS = {
     "runs": ("/", "[data-testid=stDataFrame]"),
     "run": ("/run?run={run}", CHART),
     "compare": ("/compare?runs={run}&metric=loss", CHART),
-    "incidents": ("/incidents?run={run}", "h1"),
+    "incidents": ("/incidents?run={run}", "text=/^Likely cause|^No incidents/"),
     "alerts": ("/alerts", "h3"),
     "sql": ("/sql?q=SELECT+step,+loss+FROM+metrics+WHERE+run+%3D+'{run}'+ORDER+BY+step",
             "[data-testid=stDataFrame]"),
@@ -273,4 +275,23 @@ def test_a_screenshot_of_every_page_is_kept(browser, live, artifacts, who):
             assert errors.count() == 0, (name, errors.first.inner_text())
             assert colours(shot) > MIN_COLOURS, (name, colours(shot))
     finally:
+        page.close()
+
+
+def test_a_log_finished_before_the_server_started_says_so_not_stalled(browser, live, artifacts):
+    """A TensorBoard file last written half an hour before the server first saw it (issue 20,
+    item 4): its page said "Stalled ... no line for 1,800 s"; the log simply ended then."""
+    folder, ago = live.logdir / "tb-finished", 1800.0
+    tensorboard(folder, start=time.time() - ago - STEPS)
+    for path in folder.iterdir():
+        os.utime(path, (time.time() - ago, time.time() - ago))
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    try:
+        page.goto(f"{live.url}/run?run=tb-finished")
+        chart(page, "loss").first.wait_for(timeout=30_000)
+        page.get_by_text("finished or stopped before cliffwatch started").first.wait_for(
+            timeout=30_000)
+        assert page.get_by_text("Stalled").count() == 0
+    finally:
+        page.screenshot(path=str(artifacts / "run-stopped-before.png"), full_page=True)
         page.close()

@@ -171,12 +171,22 @@ def untimed_note(run: str) -> None:
 
 def stall_banner(run: str) -> None:
     """Above the charts, while the run is stalled: since when, and its last line (issue 20:
-    a firing stall's link opened a page whose charts simply ended). Drawn by the live
-    fragment, so it comes and goes with the run without a reload."""
+    a firing stall's link opened a page whose charts simply ended); for a log that stopped
+    before cliffwatch started, that it did. Drawn by the live fragment, so it comes and goes
+    with the run without a reload."""
     row = source.run_row(run)
-    if row is None or row.get("state") != "stalled":
-        return
-    st.error(stalled_text(run, row))
+    if row is not None and row.get("state") == "stalled":
+        st.error(stalled_text(run, row))
+    elif row is not None and row.get("state") == "stopped":
+        st.info(stopped_text(run, row))
+
+
+def stopped_text(run: str, row: dict) -> str:
+    """A log silent since before cliffwatch first saw it (issue 20, item 4): no stall."""
+    when = source.clock(time.time() - float(row["since_last_s"]))
+    return (f"Run {source.md(run)} finished or stopped before cliffwatch started (last "
+            f"written {when}); nothing was written since cliffwatch first saw it. The charts "
+            "go on by themselves if it writes again.")
 
 
 def stalled_text(run: str, row: dict) -> str:
