@@ -69,10 +69,11 @@ class Monitor:
 
     @classmethod
     def open(cls, logdir: Path, settings, db_path: Path | None = None,
-             link_logs: bool = False) -> Monitor:
+             link_logs: bool = False, wait_s: float = 10.0) -> Monitor:
         """``link_logs``: DuckDB reads whole logs through hard links in a private folder, not
         copies (``ingest --once``: one process that runs no ad-hoc SQL, so a link DuckDB could
-        write through is never in reach of a query; the server keeps reading copies)."""
+        write through is never in reach of a query; the server keeps reading copies).
+        ``wait_s``: for another process to let go of the file (reach.py chooses it)."""
         logdir = Path(logdir).resolve()
         if not logdir.is_dir():
             raise CliffwatchError(f"log directory {logdir} does not exist; create it or pass "
@@ -89,7 +90,8 @@ class Monitor:
             # checked descriptors (or links to them), so no statement can reach the logs or
             # the database folder by name
             db = Database(db_path, allowed_dirs=private, memory_limit=settings.memory_limit,
-                          temp_dir=spill / "duckdb", temp_max=spill_cap(settings, spill))
+                          temp_dir=spill / "duckdb", temp_max=spill_cap(settings, spill),
+                          wait_s=wait_s)
             tailer = _tailer(db, logdir, settings, scratch, links)
             return cls(logdir, db, tailer, scratch, links, spill)
         except BaseException:  # e.g. a mistake in keys.toml: let go of the file for the next try

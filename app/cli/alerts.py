@@ -1,5 +1,5 @@
 """`alerts check|silence|unsilence|test|list`: rules files checked here, the rest through the
-running server (as `sql` does: server.json, the token from CLIFFWATCH_TOKEN)::
+running server (reach.py, as for `sql`: server.json, the token from CLIFFWATCH_TOKEN)::
 
     $ python -m app alerts check runs/alerts.toml
     runs/alerts.toml:7: rule 'loss-high': field 'op': must be one of >, >=, <, <=; got '=>'
@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import orjson
 
 from ..alerts.overview import overview
@@ -23,9 +22,7 @@ from ..alerts.rules import load_rules, read_rules
 from ..alerts.targets import targets
 from ..command import COMMAND
 from ..db.database import Database
-from ..errors import CliffwatchError
-from ..monitor import default_db
-from .client import answer, auth_headers, server_url
+from ..reach import Server, need_server, open_target
 
 
 def check(path: Path | None, logdir: Path) -> int:
@@ -42,33 +39,13 @@ def check(path: Path | None, logdir: Path) -> int:
     return 0
 
 
-class Server:
-    """The running server for LOGDIR (or --db), or a CliffwatchError saying how to start one."""
-
-    def __init__(self, logdir: Path, db: Path | None, settings, doing: str):
-        self.db_path = Path(db or default_db(logdir)).resolve()
-        self.settings = settings
-        self.url = server_url(self.db_path, settings)
-        if self.url is None:
-            raise CliffwatchError(
-                f"no cliffwatch server is running for {logdir} ({self.db_path}); {doing} goes "
-                f"through it: start `{COMMAND} serve --logdir {logdir}` (webhooks with "
-                "--webhook URL or CLIFFWATCH_WEBHOOK_URL), then run this again")
-
-    def call(self, method: str, path: str, payload: dict | None = None,
-             timeout: float | None = 30.0) -> dict:
-        headers = auth_headers(self.settings)
-        return answer(self.url, lambda: httpx.request(
-            method, f"{self.url}{path}", json=payload, headers=headers, timeout=timeout))
-
-
 def silence(logdir, db, settings, rule: str, run: str, duration: str,
             comment: str | None) -> int:
-    server = Server(logdir, db, settings, "a silence")
+    server = need_server(logdir, db, settings, "a silence")
     payload = {"rule": rule, "run": run, "for": duration}
     if comment:
         payload["comment"] = comment
-    made = server.call("POST", "/api/alerts/silences", payload)
+    made = server.call("POST", "/api/alerts/silences", json=payload)
     print(f"silence {made['id']}: rules matching {made['rule']!r} "
           f"({', '.join(made['matches'])}) on runs {made['run']!r} until {_when(made['until'])}")
     print(f"  end it early with `{COMMAND} alerts unsilence {made['id']}`")
@@ -76,7 +53,7 @@ def silence(logdir, db, settings, rule: str, run: str, duration: str,
 
 
 def unsilence(logdir, db, settings, ident: int) -> int:
-    ended = Server(logdir, db, settings, "ending a silence").call(
+    ended = need_server(logdir, db, settings, "ending a silence").call(
         "POST", f"/api/alerts/silences/{ident}/end")
     print(f"silence {ended['id']} (rules {ended['rule']!r}, runs {ended['run']!r}) ended; "
           "what is still firing notifies again")
@@ -84,9 +61,9 @@ def unsilence(logdir, db, settings, ident: int) -> int:
 
 
 def send_test(logdir, db, settings) -> int:
-    server = Server(logdir, db, settings, "a test message")
+    server = need_server(logdir, db, settings, "a test message")
     # the server waits up to its webhook timeout + 2 s for each answer
-    sent = server.call("POST", "/api/alerts/test", {"from": COMMAND}, timeout=None)
+    sent = server.call("POST", "/api/alerts/test", json={"from": COMMAND}, timeout=None)
     for result in sent["results"]:
         print(f"{result['label']}: {result_text(result)}")
     return 0 if all(r["status"] == "sent" for r in sent["results"]) else 1
@@ -109,13 +86,11 @@ def result_text(result: dict) -> str:
 
 
 def list_alerts(logdir, db, settings, as_json: bool) -> int:
-    db_path = Path(db or default_db(logdir)).resolve()
-    url = server_url(db_path, settings)
-    if url:
-        data = answer(url, lambda: httpx.get(f"{url}/api/alerts",
-                                             headers=auth_headers(settings), timeout=30))
+    target = open_target(logdir, db, settings, command="alerts")
+    if isinstance(target, Server):
+        data = target.call("GET", "/api/alerts")
     else:
-        data = _local_overview(db_path, logdir, settings)
+        data = _local_overview(target, logdir, settings)
     if as_json:
         print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
     else:
@@ -123,10 +98,9 @@ def list_alerts(logdir, db, settings, as_json: bool) -> int:
     return 0
 
 
-def _local_overview(db_path: Path, logdir: Path, settings) -> dict:
-    rules, source = load_rules(Path(settings.rules) if settings.rules else None, logdir)
-    database = Database(db_path, read_only=True, wait_s=0.5, memory_limit=settings.memory_limit)
+def _local_overview(database: Database, logdir: Path, settings) -> dict:
     try:
+        rules, source = load_rules(Path(settings.rules) if settings.rules else None, logdir)
         return overview(database.cursor(), rules, source, targets(settings))
     finally:
         database.close()

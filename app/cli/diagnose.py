@@ -8,12 +8,12 @@ whose own files make the run ``.``, reported under the folder's name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import orjson
 
 from ..diagnose.coverage import Look, Unread, look
@@ -24,7 +24,7 @@ from ..errors import CliffwatchError
 from ..ingest.formats import detect
 from ..ingest.scan import kind_of
 from ..monitor import Monitor, default_db
-from .client import answer_json, auth_headers, server_url
+from ..reach import Server, find_server_above, open_target
 
 
 def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> int:
@@ -34,17 +34,7 @@ def diagnose_command(path: Path, db: Path | None, as_json: bool, settings) -> in
     path = Path(path).resolve()
     if not path.is_dir():
         raise CliffwatchError(_no_folder(path))
-    served = None if db else _served(path, settings)
-    if served:
-        url, logdir = served
-        run = path.relative_to(logdir).as_posix() if path != logdir else None
-        found = _over_http(url, run, settings)
-        scope = f"run {run}" if run else f"{logdir}"
-    elif _is_run(path):
-        found = _local(path, ROOT_RUN, db, settings).named(ROOT_RUN, path.name)
-        scope = f"run {path.name}"
-    else:
-        found, scope = _local(path, None, db, settings), f"{path}"
+    found, scope = _look(path, db, settings)
     if found.blank and not found.unread:
         found.unread = _no_log_files(path)  # nothing in the database: say what is there
     if as_json:
@@ -64,46 +54,53 @@ def _is_run(path: Path) -> bool:
     return any(entry.is_file() and kind_of(entry.name) for entry in path.iterdir())
 
 
-def _served(path: Path, settings) -> tuple[str, Path] | None:
-    """A running server whose log directory holds ``path``. Only its server.json is read in
-    each folder above, and only one this user wrote (cli.client.server_url)."""
-    for folder in (path, *path.parents):
-        url = server_url(default_db(folder), settings)
-        if url:
-            return url, folder
-    return None
+def _look(path: Path, db: Path | None, settings) -> tuple[Look, str]:
+    """The incidents, from the server watching ``path`` (or a folder above it) when one does
+    and no --db is given, else from ingesting ``path`` here; and what they are about."""
+    run = ROOT_RUN if _is_run(path) else None
+    find = (lambda: None) if db else (lambda: find_server_above(path, settings))
+    with _database(path, db) as db_path:
+        target = open_target(path, db_path, settings, command="diagnose", find=find,
+                             open_file=lambda file, wait_s: Monitor.open(
+                                 path, settings, file, wait_s=wait_s))
+        if isinstance(target, Server):
+            served = path.relative_to(target.logdir).as_posix()
+            served = None if served == ROOT_RUN else served
+            return (_over_http(target, served),
+                    f"run {served}" if served else f"{target.logdir}")
+        with target as monitor:
+            found = _local(monitor, run, settings)
+    if run:
+        return found.named(ROOT_RUN, path.name), f"run {path.name}"
+    return found, f"{path}"
 
 
-def _over_http(url: str, run: str | None, settings) -> Look:
-    params = {"run": run} if run else {}
-    try:
-        response = httpx.get(f"{url}/api/incidents", params=params,
-                             headers=auth_headers(settings), timeout=60)
-    except httpx.HTTPError as exc:
-        raise CliffwatchError(f"the server at {url} did not answer ({exc})") from None
-    answer = answer_json(url, response)
+@contextlib.contextmanager
+def _database(logdir: Path, db: Path | None):
+    """``db``, else the folder's own database where it has one, else a scratch file: a one-off
+    look at logs nobody monitors (an archive, a colleague's run) leaves no database behind in
+    their folder."""
+    if db is not None or default_db(logdir).exists():
+        yield db
+        return
+    with tempfile.TemporaryDirectory(prefix="cliffwatch-diagnose-") as scratch:
+        yield Path(scratch) / "cliffwatch.duckdb"
+
+
+def _over_http(server: Server, run: str | None) -> Look:
+    answer = server.call("GET", "/api/incidents", params={"run": run} if run else {},
+                         timeout=60)
     unread = answer.get("unread")  # None: a server from before it said them
     return Look(answer["incidents"], None if unread is None else [Unread(**u) for u in unread])
 
 
-def _local(logdir: Path, run: str | None, db: Path | None, settings) -> Look:
-    scratch = None
-    if db is None and not default_db(logdir).exists():
-        # a one-off look at logs nobody monitors (an archive, a colleague's run): leave no
-        # database behind in their folder
-        scratch = tempfile.TemporaryDirectory(prefix="cliffwatch-diagnose-")
-        db = Path(scratch.name) / "cliffwatch.duckdb"
-    try:
-        with Monitor.open(logdir, settings, db) as monitor:
-            monitor.tailer.catch_up()
-            watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
-            cursor = monitor.db.cursor()
-            runs = [run] if run else None
-            found = [as_dict(i) for i in diagnose(cursor, watch, runs)]
-            return look(cursor, watch, found, runs)
-    finally:
-        if scratch:
-            scratch.cleanup()
+def _local(monitor: Monitor, run: str | None, settings) -> Look:
+    monitor.tailer.catch_up()
+    watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+    cursor = monitor.db.cursor()
+    runs = [run] if run else None
+    found = [as_dict(i) for i in diagnose(cursor, watch, runs)]
+    return look(cursor, watch, found, runs)
 
 
 SHOWN = 10  # files or runs named in a message; the rest are counted

@@ -13,12 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..monitor import Monitor
+from ..reach import open_writer
 
 LISTED = 20  # errors printed by --once; the rest are counted
 
 
 def ingest_once(logdir: Path, db: Path | None, settings) -> int:
-    with Monitor.open(logdir, settings, db, link_logs=True) as monitor:
+    with open_writer(logdir, db, settings, command="ingest", link_logs=True) as monitor:
         before = _errors(monitor)
         rows = monitor.tailer.catch_up()
         errors = _errors(monitor) - before
@@ -52,7 +53,7 @@ def ingest_follow(logdir: Path, db: Path | None, settings, poll: bool) -> int:
     # only following needs watchdog's observers: --once does not pay for importing them
     from ..ingest.worker import IngestWorker
 
-    with Monitor.open(logdir, settings, db) as monitor:
+    with open_writer(logdir, db, settings, command="ingest") as monitor:
         worker = IngestWorker(monitor.tailer, settings, poll=poll)
         worker.start()
         print(f"following {monitor.logdir}; Ctrl-C to stop", flush=True)

@@ -153,7 +153,7 @@ def _stopped(code: int) -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("serve", "ingest", "demo"):  # before --rebuild moves a database aside
-        from .client import refuse_if_served
+        from ..reach import refuse_if_served
 
         refuse_if_served(args.logdir, getattr(args, "db", None), settings_mod.resolve(args),
                          args.command)

@@ -1,6 +1,6 @@
 """`sql "QUERY"`: ask the running server over HTTP when one holds the database; otherwise open
-the file read-only ourselves. DuckDB lets only one process hold a file, so this is the one way
-to query while a server runs.
+the file read-only ourselves (reach.py decides). DuckDB lets only one process hold a file, so
+this is the one way to query while a server runs.
 
     $ python -m app sql "SELECT step, loss FROM metrics WHERE run = 'demo' LIMIT 2"
     step  loss
@@ -14,22 +14,16 @@ from __future__ import annotations
 import csv
 import re
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import orjson
 
-from ..command import COMMAND
 from ..db import queries
 from ..db.database import Database
 from ..db.readonly import jsonable, run_readonly
 from ..errors import CliffwatchError
-from ..monitor import default_db
+from ..reach import Server, open_target
 from ..read.known_runs import unknown_run
-from .client import answer, auth_headers, server_url
-
-LOCAL_WAIT_S = 10.0
 
 
 def sql_command(text: str | None, name: str | None, params: list[str], logdir: Path,
@@ -96,53 +90,31 @@ def run_query(query: str | None, logdir: Path, db: Path | None, settings,
               named: tuple[str, dict] | None = None) -> dict:
     """The result as the API's JSON shape: {"columns", "rows", "truncated", ...}. ``named``
     is (query name, bound parameters) instead of SQL text."""
-    db_path = Path(db or default_db(logdir)).resolve()
-    deadline = time.monotonic() + LOCAL_WAIT_S
-    while True:
-        url = server_url(db_path, settings)
-        if url:
-            headers = auth_headers(settings)
-            return (_named_http(url, headers, *named) if named
-                    else _over_http(url, headers, query))
-        try:
-            return _local(db_path, logdir, query, settings, named)
-        except CliffwatchError as exc:
-            # held by another process: a server that is starting writes server.json soon
-            if "is held by" not in str(exc):
-                raise
-            if time.monotonic() > deadline:
-                holder = str(exc).split(" is held by ", 1)[1].split(".")[0]
-                raise CliffwatchError(
-                    f"{db_path} is held by {holder}, which answers no queries (an `ingest` "
-                    f"that keeps following?). Run `{COMMAND} serve --logdir DIR` to ingest "
-                    f"and query at once, or stop that process.") from None
-            time.sleep(0.3)
+    target = open_target(logdir, db, settings, command="sql")
+    if isinstance(target, Server):
+        return _named_http(target, *named) if named else _over_http(target, query)
+    try:
+        return _local(target, query, settings, named)
+    finally:
+        target.close()
 
 
-def _over_http(url: str, headers: dict, query: str) -> dict:
-    return answer(url, lambda: httpx.post(f"{url}/api/sql", json={"sql": query},
-                                           headers=headers, timeout=None))
+def _over_http(server: Server, query: str) -> dict:
+    return server.call("POST", "/api/sql", json={"sql": query}, timeout=None)
 
 
-def _named_http(url: str, headers: dict, name: str, params: dict) -> dict:
+def _named_http(server: Server, name: str, params: dict) -> dict:
     texts = {k: "null" if v is None else str(v) for k, v in params.items()}
-    return answer(url, lambda: httpx.get(f"{url}/api/query/{name}", params=texts,
-                                          headers=headers, timeout=None))
+    return server.call("GET", f"/api/query/{name}", params=texts, timeout=None)
 
 
-def _local(db_path: Path, logdir: Path | None, query: str | None, settings, named=None) -> dict:
-    # as in the server, ad-hoc SQL reads the tables and no file
-    db = Database(db_path, read_only=True, allowed_dirs=[], wait_s=0.5,
-                  memory_limit=settings.memory_limit)
+def _local(db: Database, query: str | None, settings, named=None) -> dict:
     params = None
     if named:
         query, params = queries.load(named[0]).text(), named[1]
-    try:
-        return run_readonly(db.cursor(), query, params=params, max_rows=settings.sql_max_rows,
-                            time_limit=settings.sql_time_limit,
-                            max_bytes=settings.sql_max_bytes).to_json()
-    finally:
-        db.close()
+    return run_readonly(db.cursor(), query, params=params, max_rows=settings.sql_max_rows,
+                        time_limit=settings.sql_time_limit,
+                        max_bytes=settings.sql_max_bytes).to_json()
 
 
 def render(result: dict, fmt: str) -> str:

@@ -61,6 +61,19 @@ class DatabaseLost(CliffwatchError):
         super().__init__(message, status=503)
 
 
+class DatabaseHeld(CliffwatchError):
+    """Another process holds the file (DuckDB lets one process open it). ``holder`` is its pid
+    when DuckDB names it: a caller decides on the type and the pid, never on the message."""
+
+    def __init__(self, path: Path, holder: int | None, message: str | None = None):
+        self.path, self.holder = Path(path), holder
+        super().__init__(message or _lock_message(self.path, self.who))
+
+    @property
+    def who(self) -> str:
+        return f"process {self.holder}" if self.holder else "another process"
+
+
 class Database:
     def __init__(
         self,
@@ -305,20 +318,17 @@ def _connect(path: Path, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConne
             if "lock" not in str(exc).lower():
                 raise CliffwatchError(unreadable(path, exc)) from None
             if time.monotonic() >= deadline:
-                raise CliffwatchError(_lock_message(path, str(exc))) from None
+                pid = _LOCK_PID.search(str(exc))
+                raise DatabaseHeld(path, int(pid.group(1)) if pid else None) from None
             time.sleep(0.2)
         except duckdb.Error as exc:  # a damaged file can fail as a checksum or format error
             raise CliffwatchError(unreadable(path, exc)) from None
 
 
-def _lock_message(path: Path, detail: str) -> str:
-    pid = _LOCK_PID.search(detail)
-    holder = f"process {pid.group(1)}" if pid else "another process"
-    return (
-        f"database {path} is held by {holder}. If that is a cliffwatch server, run the command "
-        f"with --logdir so it talks to the server over HTTP; otherwise stop that process or "
-        f"pass --db with another file."
-    )
+def _lock_message(path: Path, who: str) -> str:
+    # the commands say more (reach.py: a server is asked over HTTP before the file is opened)
+    return (f"database {path} is held by {who}; stop that process, or pass --db with another "
+            "file")
 
 
 def set_aside(path: Path) -> list[Path]:

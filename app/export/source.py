@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import time
 from pathlib import Path
 
 import httpx
 import pyarrow as pa
 
-from ..cli.client import answer, answer_json, auth_headers, server_url
-from ..command import COMMAND
 from ..db.database import Database
 from ..errors import CliffwatchError
-from ..monitor import default_db
+from ..reach import Server, answer, answer_json, open_target
 from . import tables
-
-LOCAL_WAIT_S = 10.0  # a server that is starting holds the file before it writes server.json
 
 
 class LocalSource:
@@ -56,12 +51,12 @@ class LocalSource:
 
 
 class HttpSource:
-    def __init__(self, url: str, headers: dict):
-        self.url = url
-        self.where = f"the server at {url}"
+    def __init__(self, server: Server):
+        self.url = server.url
+        self.where = f"the server at {server.url}"
         # one client for every request: a client of its own per run cost 27 ms of CPU each
         # (its TLS context), 3/4 of a first export of 1,000 small runs
-        self.client = httpx.Client(headers=headers, timeout=None)
+        self.client = server.client()
 
     def marks(self) -> dict:
         return answer(self.url, lambda: self.client.get(f"{self.url}/api/export"))
@@ -129,32 +124,10 @@ class _ByteStream(io.RawIOBase):
 @contextlib.contextmanager
 def open_source(logdir: Path, db: Path | None, settings):
     """The server holding the database, else the file opened read-only (waiting a few seconds
-    while a starting server holds it)."""
-    db_path = Path(db or default_db(logdir)).resolve()
-    deadline = time.monotonic() + LOCAL_WAIT_S
-    while True:
-        url = server_url(db_path, settings)
-        if url:
-            source = HttpSource(url, auth_headers(settings))
-            break
-        try:
-            source = LocalSource(Database(db_path, read_only=True, allowed_dirs=[], wait_s=0.5,
-                                          memory_limit=settings.memory_limit))
-            break
-        except CliffwatchError as exc:
-            if "is held by" not in str(exc) or time.monotonic() > deadline:
-                raise _held(exc, db_path) from None
-            time.sleep(0.3)
+    while a starting server holds it: reach.WAIT_S)."""
+    target = open_target(logdir, db, settings, command="export")
+    source = HttpSource(target) if isinstance(target, Server) else LocalSource(target)
     try:
         yield source
     finally:
         source.close()
-
-
-def _held(exc: CliffwatchError, db_path: Path) -> CliffwatchError:
-    if "is held by" not in str(exc):
-        return exc
-    holder = str(exc).split(" is held by ", 1)[1].split(".")[0]
-    return CliffwatchError(f"{db_path} is held by {holder}, which answers no export requests "
-                           f"(an `ingest` that keeps following?). Run `{COMMAND} serve` for "
-                           "that log directory and export through it, or stop that process.")

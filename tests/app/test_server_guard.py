@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli.client import is_local_url
+from app.serverfile import is_local_url
 from tests.conftest import ROOT, Server, free_port, run_cli, stop_process
 
 MARK = 0.123456789  # a metric value that must never leak to a refused request
