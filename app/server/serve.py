@@ -3,7 +3,7 @@ dashboard and /api.
 
 Built on Streamlit's ``st.App``: its lifespan opens the database and starts the ingest worker
 before the first browser connects; the same process answers /api/* (routes.py). A file
-``server.json`` beside the database tells the CLI where to send queries::
+``server.json`` beside the database tells the CLI where to send queries (serverfile.py)::
 
     {"pid": 4242, "url": "http://127.0.0.1:8501", "logdir": "/home/me/runs"}
 
@@ -24,9 +24,7 @@ import socket
 import sys
 from pathlib import Path
 
-import orjson
-
-from .. import state
+from .. import serverfile, state
 from ..alerts.delivery import DeliveryWorker
 from ..alerts.rules import load_rules
 from ..alerts.targets import targets
@@ -36,7 +34,6 @@ from ..errors import CliffwatchError
 from ..ingest.worker import IngestWorker
 from ..monitor import Monitor, default_db
 from ..read.tiles import TileWorker
-from ..serverfile import server_file
 from ..settings import describe
 from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
 from .page_base import PageBaseMiddleware
@@ -80,13 +77,13 @@ def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard:
         state.set_current(state.ServerState(monitor, worker, settings, alerts=alerts,
                                             delivery=delivery, diagnosis=diagnosis,
                                             tiles=tiles))
-        info = server_file(db_path)
-        write_server_file(info, {"pid": os.getpid(), "url": url, "logdir": str(monitor.logdir)})
+        serverfile.write(db_path, {"pid": os.getpid(), "url": url,
+                                   "logdir": str(monitor.logdir)})
         log.warning("cliffwatch serving %s at %s", monitor.logdir, url)
         try:
             yield None
         finally:
-            info.unlink(missing_ok=True)
+            serverfile.remove(db_path)
             state.set_current(None)
             worker.stop()
             diagnosis.stop()
@@ -195,19 +192,6 @@ def _streamlit_config(host: str, port: int, guard: Guard) -> dict:
             # our line above names the URL (with its token); Streamlit's would not, and for
             # a wildcard bind it asks a web service for the external address
             "logger.hideWelcomeMessage": True, **streamlit_protection(guard)}
-
-
-def write_server_file(info: Path, payload: dict) -> None:
-    """Whole or not at all, and writable by this user alone whatever the umask: the CLI
-    trusts no other server.json (cli.client.server_url)."""
-    partial = info.with_name(info.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.fchmod(fd, 0o644)
-        os.write(fd, orjson.dumps(payload))
-    finally:
-        os.close(fd)
-    os.replace(partial, info)
 
 
 def streamlit_protection(guard: Guard) -> dict:
