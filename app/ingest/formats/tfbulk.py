@@ -53,11 +53,11 @@ class Scalars:
 
 @dataclass
 class _Layout:
-    """Where the numbers of one record sit: the template's bytes, which of them vary, the
-    wall time's position, the step's varint (position, length), each value's position and
-    tag."""
+    """Where the numbers of one record sit: the template's bytes, the bits of them every
+    record must share, the wall time's position, the step's varint (position, length), each
+    value's position and tag."""
     body: np.ndarray
-    varies: np.ndarray
+    fixed: np.ndarray
     wall: int
     step: tuple[int, int]
     values: list[tuple[int, str]]
@@ -121,12 +121,8 @@ def _templated(buf, bodies, length, members, base, slow, tags, pieces) -> list[i
 
 def _fits(layout: _Layout, rows: np.ndarray) -> np.ndarray:
     """Which rows have the template's bytes wherever it holds no number, and its varint
-    shape (the continuation bits) where it holds the step."""
-    fixed = np.flatnonzero(~layout.varies)
-    fits = (rows[:, fixed] == layout.body[fixed]).all(axis=1)
-    at, size = layout.step
-    shape = layout.body[at:at + size] & 0x80
-    return fits & ((rows[:, at:at + size] & 0x80) == shape).all(axis=1)
+    shape (the continuation bits) where it holds the step: one pass over the rows."""
+    return ~((rows ^ layout.body) & layout.fixed).any(axis=1)
 
 
 def _numbers(layout: _Layout, rows: np.ndarray):
@@ -173,7 +169,9 @@ def _layout(body: bytes) -> _Layout | None:
     step = (place[2][0], place[2][1] - place[2][0])
     for start, size in [(place[1][0], 8), step, *[(p, 4) for p, _ in values]]:
         varies[start:start + size] = True
-    return _Layout(np.frombuffer(body, np.uint8).copy(), varies, place[1][0], step, values)
+    fixed = np.where(varies, 0, 0xFF).astype(np.uint8)  # the bits every record must share
+    fixed[step[0]:step[0] + step[1]] = 0x80
+    return _Layout(np.frombuffer(body, np.uint8).copy(), fixed, place[1][0], step, values)
 
 
 def _value(body: bytes, start: int, end: int) -> tuple[int, str]:
