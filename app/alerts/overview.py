@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 from ..db import queries
 from ..db.readonly import jsonable
 from . import rules as rules_mod
+from .targets import targets as configured_targets
 from .webhook import parse_facts, text_line
 
 RECENT = 50  # notifications shown
@@ -43,6 +45,22 @@ def overview(cursor, rules, source: str, targets, now: float | None = None,
             "states": rows(cursor, "alerts/api_states"),
             "silences": rows(cursor, "alerts/api_silences", {"now": now}),
             "notifications": jsonable(notes)}
+
+
+def active_rules(state) -> tuple[list, str]:
+    """The rules the alert worker runs, or (before it is wired in) those it would load."""
+    worker = getattr(state, "alerts", None)
+    if worker is not None and getattr(worker, "rules", None) is not None:
+        rules = list(worker.rules)
+        return rules, getattr(worker, "source", None) or f"{len(rules)} rules in force"
+    path = Path(state.settings.rules) if state.settings.rules else None
+    return rules_mod.load_rules(path, state.monitor.logdir)
+
+
+def active_targets(state) -> list:
+    """The delivery worker's targets, or (before it is wired in) those the settings name."""
+    delivery = getattr(state, "delivery", None)
+    return list(delivery.targets) if delivery is not None else configured_targets(state.settings)
 
 
 def rule_json(rule) -> dict:

@@ -1,6 +1,6 @@
 """Alerts over HTTP (the guard in front refuses foreign Origins and, off loopback, requests
-without the token, for these as for every path). The work is app/read/alerts.py's, shared with
-the Alerts page::
+without the token, for these as for every path). The work is app/alerts/actions.py's (what
+changes) and app/read/alerts.py's (what reads), shared with the Alerts page::
 
     GET  /api/alerts                      -> rules, states, silences, recent notifications with
                                              their delivery attempts, targets (redacted)
@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..alerts import actions
 from ..errors import CliffwatchError
 from ..read import alerts as reads
 from ..state import current
@@ -30,7 +31,7 @@ from .endpoint import body, guarded, reply, threaded
 
 POLL_S = 0.1
 TEST_HELP = ('the body is empty or a JSON object such as {"from": "cliffwatch"}; "from" is one '
-             f"of {', '.join(reads.SENT_FROM)}")
+             f"of {', '.join(actions.SENT_FROM)}")
 
 
 @guarded
@@ -40,14 +41,14 @@ async def alerts(request: Request) -> Response:
 
 @guarded
 async def add_silence(request: Request) -> Response:
-    fields = reads.silence_fields(_object(await body(request), reads.SILENCE_HELP))
-    return reply(await threaded(reads.add_silence, current(), *fields))
+    fields = actions.silence_fields(_object(await body(request), actions.SILENCE_HELP))
+    return reply(await threaded(actions.add_silence, current(), *fields))
 
 
 @guarded
 async def end_silence(request: Request) -> Response:
     ident = request.path_params["id"]
-    return reply(await threaded(reads.unsilence, current(), ident))
+    return reply(await threaded(actions.unsilence, current(), ident))
 
 
 @guarded
@@ -55,7 +56,7 @@ async def send_test(request: Request) -> Response:
     asked = _object(await body(request), TEST_HELP)
     state = current()
     key = f"test-{uuid.uuid4().hex}"
-    nid = await threaded(reads.send_test, state, key, asked.get("from", "api"))
+    nid = await threaded(actions.send_test, state, key, asked.get("from", "api"))
     deadline = time.monotonic() + state.settings.webhook_timeout + 2
     while True:
         results = await threaded(reads.test_results, state, nid)
