@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .alerts.delivery import DeliveryWorker
-from .alerts.worker import AlertWorker
+from .alerts.judge_worker import AlertWorker
 from .background import Background
 from .errors import CliffwatchError
 from .ingest.worker import IngestWorker

@@ -8,12 +8,12 @@ look (every run whose ``last_seen`` moved since the rules judged it, every live 
 is taken at start, after a failed pass, and every SWEEP_S seconds, for what is no appended
 row (a log truncated and read again from its start: its grew_at moves without a row)::
 
-    watch = Watch()
-    look = watch.look(cursor, now, progress, active)   # inside the pass's transaction
+    seen = RowsSeen()
+    look = seen.look(cursor, now, progress, active)   # inside the pass's transaction
     look.changed   # [(run, last_seen, last_line, first_time, history_step, last_write)]
     look.live      # {run: Facts} of the runs running (and those named active)
     ...            # after COMMIT:
-    watch.applied(look, complete=True, active=active)
+    seen.applied(look, complete=True, active=active)
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Look:
     now: float
 
 
-class Watch:
+class RowsSeen:
     """Row ids seen and live runs' facts, kept between passes; a new one looks at everything."""
 
     def __init__(self):

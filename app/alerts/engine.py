@@ -25,9 +25,9 @@ import duckdb
 from ..db import queries
 from ..diagnose.detect import Watch
 from ..diagnose.load import frame_of
-from . import changes, incidents, lifecycle, lines, stall
+from . import changes, incident_rule, lifecycle, lines, stall
 from .lifecycle import Silence
-from .state import ACTIVE, Batch, load_states
+from .state import ACTIVE, PassWrites, load_states
 
 LINE_TYPES = ("threshold", "change", "nonfinite")
 HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert
@@ -60,18 +60,18 @@ class Engine:
         self.windows: dict[tuple, deque] = {}
         self.incidents_since = None
         self.stall = stall.StallJudge()
-        self.watch_runs = changes.Watch()
+        self.rows_seen = changes.RowsSeen()
         self.behind = False  # the last pass left lines unread (MAX_LINES)
 
     def evaluate(self, now: float | None = None) -> int:
         """One pass; returns the outbox rows it queued (0 when nothing is to be sent)."""
         now = self.clock() if now is None else now
         cursor = self.db.cursor()
-        batch = Batch(self.states, now)
+        batch = PassWrites(self.states, now)
         cursor.begin()
         try:
             silences = self._silences(cursor, now)
-            look = self.watch_runs.look(cursor, now, self.progress, self._stalled())
+            look = self.rows_seen.look(cursor, now, self.progress, self._stalled())
             self._lines(cursor, batch, silences, look.changed)
             since = self._incidents(cursor, batch, silences)
             self._stalls(cursor, batch, silences, look.live)
@@ -82,7 +82,7 @@ class Engine:
             self._undo(cursor)
             raise
         self._applied(batch, since)
-        self.watch_runs.applied(look, not self.behind, set(self._stalled()))
+        self.rows_seen.applied(look, not self.behind, set(self._stalled()))
         return queued
 
     def _undo(self, cursor) -> None:
@@ -93,7 +93,7 @@ class Engine:
         with contextlib.suppress(duckdb.Error):
             self.reset()
 
-    def _applied(self, batch: Batch, since) -> None:
+    def _applied(self, batch: PassWrites, since) -> None:
         batch.applied()
         for key, st in batch.dirty.items():
             (self.active.add if st.state in ACTIVE else self.active.discard)(key)
@@ -109,7 +109,7 @@ class Engine:
         return [r for r in rules if fnmatch.fnmatchcase(run, r.runs)]
 
     # -- lines -------------------------------------------------------------------------
-    def _lines(self, cursor, batch: Batch, silences, changed: list[tuple]) -> None:
+    def _lines(self, cursor, batch: PassWrites, silences, changed: list[tuple]) -> None:
         """``changed``: as alerts/engine_changed_runs (changes.Look)."""
         history = self._history(cursor, changed, batch.now)
         met = []
@@ -164,7 +164,7 @@ class Engine:
         found.update((run, (line, -1 if step is None else step)) for run, line, step in rows)
         return found
 
-    def _judge_run(self, cursor, batch: Batch, run: str, frame, after: int, silences) -> int:
+    def _judge_run(self, cursor, batch: PassWrites, run: str, frame, after: int, silences) -> int:
         for rule in self._rules_for(self.line_rules, run):
             for column in lines.watched(rule, frame):
                 key = (rule.name, run, column)
@@ -195,16 +195,16 @@ class Engine:
         return self.windows[key]
 
     # -- incidents ---------------------------------------------------------------------
-    def _incidents(self, cursor, batch: Batch, silences):
+    def _incidents(self, cursor, batch: PassWrites, silences):
         if not self.incident_rules:
             return self.incidents_since
         since = self.incidents_since
-        for found in incidents.changed_since(cursor, since):
+        for found in incident_rule.changed_since(cursor, since):
             since = found.updated_at if since is None else max(since, found.updated_at)
             progress = batch.progress.get(found.run) or self.progress.get(found.run) or {}
             for rule in self.incident_rules:
-                if incidents.applies(rule, found, progress.get("history_step")):
-                    incidents.judge(batch, rule, found, silences)
+                if incident_rule.applies(rule, found, progress.get("history_step")):
+                    incident_rule.judge(batch, rule, found, silences)
         return since
 
     # -- stalls ------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Engine:
         """Runs with a stall pending or firing."""
         return sorted({k[1] for k in self.active if self.by_name.get(k[0]) in self.stall_rules})
 
-    def _stalls(self, cursor, batch: Batch, silences, live: dict) -> None:
+    def _stalls(self, cursor, batch: PassWrites, silences, live: dict) -> None:
         """``live``: the facts of the runs still running and those with a stall active."""
         if not self.stall_rules:
             return
@@ -228,7 +228,7 @@ class Engine:
                 stall.judge(batch, rule, quiet, budget, silences)
 
     # -- timers ------------------------------------------------------------------------
-    def _timers(self, cursor, batch: Batch, silences) -> None:
+    def _timers(self, cursor, batch: PassWrites, silences) -> None:
         """Pending `for` durations, incidents that stopped growing, repeats."""
         keys = self.active | {k for k, st in batch.dirty.items() if st.state in ACTIVE}
         for key in sorted(keys):
@@ -242,7 +242,7 @@ class Engine:
                                                            "value": st.value}
                 lifecycle.fire(batch, rule, st, dict(facts), silences)
             elif st.state == "firing" and rule.type == "incident":
-                incidents.settle(batch, rule, st, silences,
+                incident_rule.settle(batch, rule, st, silences,
                                  lambda run, metric: latest_value(cursor, run, metric))
             st = batch.peek(key)
             if st.state == "firing":

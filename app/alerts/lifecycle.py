@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from .state import AlertState, Batch, Note, json_number, note_key
+from .state import AlertState, Note, PassWrites, json_number, note_key
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def silenced(silences: list[Silence], rule: str, run: str) -> bool:
     return any(s.matches(rule, run) for s in silences)
 
 
-def begin(batch: Batch, st: AlertState, *, step, value, since: float | None = None) -> None:
+def begin(batch: PassWrites, st: AlertState, *, step, value, since: float | None = None) -> None:
     """The condition started holding: pending (a new episode after resolved)."""
     batch.move(st, "pending", step=step, value=value)
     st.pending_time = batch.now if since is None else since
@@ -42,7 +42,7 @@ def ready(rule, st: AlertState, now: float) -> bool:
     return st.pending_lines >= rule.for_lines and now - (st.pending_time or now) >= rule.for_s
 
 
-def fire(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
+def fire(batch: PassWrites, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
     st.episode += 1
     st.repeats = 0
     st.notified_time = None
@@ -50,7 +50,7 @@ def fire(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silence
     _notify(batch, rule, st, "firing", facts, silences)
 
 
-def clear(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
+def clear(batch: PassWrites, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
     """The condition no longer holds: pending -> inactive, firing -> resolved."""
     if st.state == "pending":
         batch.move(st, "inactive", step=facts.get("step"), value=facts.get("value"))
@@ -63,7 +63,7 @@ def clear(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silenc
     st.pending_time, st.pending_lines = None, 0
 
 
-def repeat(batch: Batch, rule, st: AlertState, silences: list[Silence]) -> None:
+def repeat(batch: PassWrites, rule, st: AlertState, silences: list[Silence]) -> None:
     """Re-notify a firing state that is due (never sent, or sent over `repeat` ago)."""
     if silenced(silences, st.rule, st.run):
         return
@@ -76,7 +76,7 @@ def repeat(batch: Batch, rule, st: AlertState, silences: list[Silence]) -> None:
     _notify(batch, rule, st, "repeat", facts, silences)
 
 
-def update(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
+def update(batch: PassWrites, rule, st: AlertState, facts: dict, silences: list[Silence]) -> None:
     """News of a firing state that changes no state (an incident stopped getting worse but
     has not recovered): a `repeat` notification with its own summary, which later repeats
     quote."""
@@ -85,7 +85,7 @@ def update(batch: Batch, rule, st: AlertState, facts: dict, silences: list[Silen
     _notify(batch, rule, st, "repeat", facts, silences)
 
 
-def _notify(batch: Batch, rule, st: AlertState, kind: str, facts: dict,
+def _notify(batch: PassWrites, rule, st: AlertState, kind: str, facts: dict,
             silences: list[Silence], keep: bool = False) -> None:
     muted = keep or silenced(silences, st.rule, st.run)
     full = {"rule": rule.name, "type": rule.type, "severity": rule.severity, "kind": kind,

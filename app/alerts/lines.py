@@ -21,7 +21,7 @@ from ..diagnose.detect import NONFINITE, NOT_METRICS
 from ..ingest.columns import fold
 from . import lifecycle
 from .rules import Rule, describe
-from .state import ACTIVE, Batch, json_number
+from .state import ACTIVE, PassWrites, json_number
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
@@ -95,7 +95,7 @@ def changed(rule: Rule, values: np.ndarray, median: np.ndarray) -> np.ndarray:
     return values <= bound
 
 
-def judge(batch: Batch, rule: Rule, key, series: Series, silences) -> None:
+def judge(batch: PassWrites, rule: Rule, key, series: Series, silences) -> None:
     """Walk the series' runs of equal condition through the lifecycle."""
     cond = series.cond.astype(bool)
     if not len(cond):
@@ -112,7 +112,7 @@ def judge(batch: Batch, rule: Rule, key, series: Series, silences) -> None:
                                 silences)
 
 
-def _holds(batch: Batch, rule: Rule, key, series: Series, start: int, end: int,
+def _holds(batch: PassWrites, rule: Rule, key, series: Series, start: int, end: int,
            silences) -> None:
     st = batch.get(key)
     if st.state not in ACTIVE:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..db import queries
 from . import lifecycle
 from .rules import Rule
-from .state import ACTIVE, Batch
+from .state import ACTIVE, PassWrites
 from .webhook import number
 
 
@@ -117,7 +117,7 @@ def before_watch(quiet: Quiet, budget: Budget) -> bool:
         quiet.last_write + budget.seconds < quiet.first_time
 
 
-def judge(batch: Batch, rule: Rule, quiet: Quiet, budget: Budget | None, silences) -> None:
+def judge(batch: PassWrites, rule: Rule, quiet: Quiet, budget: Budget | None, silences) -> None:
     """``budget`` is None for a run that cannot stall (not eligible)."""
     key = (rule.name, quiet.run, "")
     now = batch.now

@@ -1,10 +1,10 @@
 """Alert states per (rule, run, metric) and the unit of work that changes them.
 
-A ``Batch`` collects state changes, their transitions, the notifications they cause and the
+A ``PassWrites`` collects state changes, their transitions, the notifications they cause and the
 runs' progress, and writes them all in ONE transaction: a crash leaves either all of it or
 none, so a restart neither re-sends a notification nor forgets a state change::
 
-    batch = Batch(states, now)
+    batch = PassWrites(states, now)
     st = batch.get(("loss-high", "run-a", "loss"))
     batch.move(st, "pending", step=412, value=7.3)
     batch.notify(rule, st, "firing", facts, silenced=False)
@@ -146,7 +146,7 @@ def dumps(obj) -> str:
     return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-class Batch:
+class PassWrites:
     """State changes of one pass, written together by ``commit``."""
 
     def __init__(self, states: dict[Key, AlertState], now: float):

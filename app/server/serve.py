@@ -26,9 +26,9 @@ from pathlib import Path
 
 from .. import serverfile, state
 from ..alerts.delivery import DeliveryWorker
+from ..alerts.judge_worker import AlertWorker
 from ..alerts.rules import load_rules
 from ..alerts.targets import targets
-from ..alerts.worker import AlertWorker
 from ..diagnose.worker import DiagnosisWorker
 from ..errors import CliffwatchError
 from ..ingest.worker import IngestWorker

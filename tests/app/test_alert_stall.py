@@ -10,9 +10,9 @@ import pytest
 
 from app import settings as settings_mod
 from app.alerts.delivery import DeliveryWorker
+from app.alerts.judge_worker import AlertWorker
 from app.alerts.rules import Rule
 from app.alerts.targets import targets
-from app.alerts.worker import AlertWorker
 from app.ingest.worker import IngestWorker
 from tests.app.test_alert_engine import Bench
 from tests.conftest import wait_for

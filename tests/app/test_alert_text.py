@@ -16,7 +16,8 @@ import pytest
 
 from app import settings as settings_mod
 from app import state
-from app.alerts import incidents, webhook
+from app.alerts import incident_rule as incidents
+from app.alerts import webhook
 from app.alerts.delivery import DeliveryWorker
 from app.alerts.engine import Engine
 from app.alerts.rules import Rule

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..db import queries
 from . import lifecycle
 from .rules import Rule
-from .state import Batch
+from .state import PassWrites
 from .webhook import incident_subject, number, unit
 
 QUIET_S = 60.0
@@ -67,7 +67,7 @@ def applies(rule: Rule, found: Found, history_step: int | None) -> bool:
     return history_step is None or found.step > history_step
 
 
-def judge(batch: Batch, rule: Rule, found: Found, silences) -> None:
+def judge(batch: PassWrites, rule: Rule, found: Found, silences) -> None:
     key = (rule.name, found.run, f"{found.kind}:{found.metric}@{found.step}")
     st = batch.peek(key)
     if st is not None:  # known (also after a restart, which reads every incident again)
@@ -85,7 +85,7 @@ def judge(batch: Batch, rule: Rule, found: Found, silences) -> None:
     fire_if_ready(batch, rule, st, found, silences)
 
 
-def fire_if_ready(batch: Batch, rule: Rule, st, found: Found, silences) -> None:
+def fire_if_ready(batch: PassWrites, rule: Rule, st, found: Found, silences) -> None:
     if st.state == "pending" and batch.now - st.pending_time >= rule.for_s:
         lifecycle.fire(batch, rule, st, facts(found), silences)
 
@@ -117,7 +117,7 @@ def _unit(kind: str) -> str:
     return unit({"incident": kind})
 
 
-def settle(batch: Batch, rule: Rule, st, silences, latest: Latest) -> None:
+def settle(batch: PassWrites, rule: Rule, st, silences, latest: Latest) -> None:
     """Timer: an incident that stopped growing is over, if its metric came back (``latest``
     reads the metric's newest value: asked at most once every QUIET_S per incident)."""
     if st.state != "firing" or batch.now - st.detail.get("grown_time", 0) < QUIET_S:
