@@ -27,9 +27,9 @@ from ..diagnose.detect import Watch
 from ..diagnose.load import frame_of
 from . import changes, incident_rule, lifecycle, lines, stall
 from .lifecycle import Silence
+from .rule_types import TYPES
 from .state import ACTIVE, PassWrites, load_states
 
-LINE_TYPES = ("threshold", "change", "nonfinite")
 HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert
 # A log of another trainer with no wall clock that holds this many lines when first met
 # appeared whole (a copy with a fresh mtime, or history found at start-up): it is history. A
@@ -44,10 +44,14 @@ class Engine:
         self.db, self.rules, self.target_ids = db, list(rules), list(target_ids)
         self.watch, self.clock = watch or Watch(), clock
         self.by_name = {r.name: r for r in self.rules}
-        self.line_rules = [r for r in self.rules if r.type in LINE_TYPES]
-        self.stall_rules = [r for r in self.rules if r.type == "stall"]
-        self.incident_rules = [r for r in self.rules if r.type == "incident"]
+        self.line_rules = self._family("lines")
+        self.stall_rules = self._family("stall")
+        self.incident_rules = self._family("incident")
         self.reset()
+
+    def _family(self, family: str) -> list:
+        """The rules judged by one part of a pass (fields.RuleType.family)."""
+        return [r for r in self.rules if TYPES[r.type].family == family]
 
     def reset(self) -> None:
         """Forget every cache; the next pass reads them from the database again."""
@@ -166,7 +170,7 @@ class Engine:
 
     def _judge_run(self, cursor, batch: PassWrites, run: str, frame, after: int, silences) -> int:
         for rule in self._rules_for(self.line_rules, run):
-            for column in lines.watched(rule, frame):
+            for column in TYPES[rule.type].watched(rule, frame):
                 key = (rule.name, run, column)
                 series = self._series(cursor, rule, frame, column, key, after)
                 if series is not None:
@@ -174,13 +178,9 @@ class Engine:
         return int(frame["line_id"].iat[-1])
 
     def _series(self, cursor, rule, frame, column: str, key, after: int):
-        if rule.type == "threshold":
-            return lines.threshold_series(rule, frame, column)
-        if rule.type == "nonfinite":
-            if key not in self.active and not lines.flags(frame, column).any():
-                return None  # nothing to start and nothing to resolve: no state row
-            return lines.nonfinite_series(frame, column)
-        return lines.change_series(rule, frame, column, self._window(cursor, rule, key, after))
+        """The rule type's series of the column; a change rule reads its trailing window."""
+        return TYPES[rule.type].series(rule, frame, column, key in self.active,
+                                       lambda: self._window(cursor, rule, key, after))
 
     def _window(self, cursor, rule, key, after: int) -> deque:
         """The change rule's trailing values before this batch (from the database the first
@@ -235,15 +235,16 @@ class Engine:
             st, rule = batch.peek(key), self.by_name.get(key[0])
             if rule is None or st is None:
                 continue  # a rule no longer in the file: its states rest
-            if st.state == "pending" and rule.type != "stall" and rule.for_s \
+            family = TYPES[rule.type].family
+            if st.state == "pending" and family != "stall" and rule.for_s \
                     and lifecycle.ready(rule, st, batch.now):
                 st = batch.get(key)
                 facts = st.detail.get("pending_facts") or {"step": st.changed_step,
                                                            "value": st.value}
                 lifecycle.fire(batch, rule, st, dict(facts), silences)
-            elif st.state == "firing" and rule.type == "incident":
+            elif st.state == "firing" and family == "incident":
                 incident_rule.settle(batch, rule, st, silences,
-                                 lambda run, metric: latest_value(cursor, run, metric))
+                                     lambda run, metric: latest_value(cursor, run, metric))
             st = batch.peek(key)
             if st.state == "firing":
                 lifecycle.repeat(batch, rule, st, silences)

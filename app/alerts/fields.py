@@ -1,9 +1,12 @@
 """The keys of a ``[[rule]]`` table: which Rule attribute each fills, how its value is checked,
-and what to write instead when it is wrong::
+and what to write instead when it is wrong; and ``RuleType``, what each rule type's module
+declares (its keys, how it reads, who judges it; rule_types.py lists them)::
 
     COMMON[4].convert("20 lines") -> {"for_s": 0.0, "for_lines": 20}
     COMMON[2].convert("run-[ab")  -> ValueError("'run-[ab' is not a valid glob: '[' at
                                                   position 5 has no closing ']'; ...")
+
+(COMMON is ``common(type names)``, as rule_types.COMMON holds it.)
 """
 
 from __future__ import annotations
@@ -33,10 +36,35 @@ class Field:
     check: Callable[[object], object]  # the value to store; ValueError says what is wrong
     help: str  # what a good value looks like
     required: bool = False
+    default: object = None  # the Rule attribute's when the key is left out (a type's own keys)
 
     def convert(self, raw: object) -> dict[str, object]:
         value = self.check(raw)
         return value if isinstance(value, dict) else {self.attr: value}  # `for` fills two
+
+    def toml(self, value: object) -> str:
+        """``value`` as this key is written in a rules file (a duration as "10m")."""
+        if self.check in (duration_s, positive_duration_s):
+            return toml_value(format_duration(value))
+        return toml_value(value)
+
+
+@dataclass(frozen=True)
+class RuleType:
+    """One rule type, declared in the module that judges it (rule_types.TYPES lists them).
+
+    ``family`` says which part of a pass judges its rules: "lines" (each new line of a run:
+    lines.py's walk, over this type's ``watched`` columns and its ``series``), "stall" (the
+    timers of stall.py) or "incident" (what diagnosis stored: incident_rule.py)."""
+
+    name: str
+    family: str
+    fields: tuple[Field, ...]  # its own keys, besides COMMON
+    describe: Callable[[object, str], str]  # (rule, " for 20 lines" or "") -> "loss > 5 ..."
+    checks: Callable[[dict, dict], list] = lambda table, values: []  # [(key, message)]
+    watched: Callable | None = None  # lines: (rule, frame) -> the columns it looks at
+    series: Callable | None = None  # lines: (rule, frame, column, active, window) -> Series
+    summary: Callable | None = None  # lines: (rule, metric, step, value, typical, resolved)
 
 
 def _kind_of(raw: object) -> str:
@@ -45,7 +73,7 @@ def _kind_of(raw: object) -> str:
     return names.get(type(raw), "a date or time")
 
 
-def _text(raw: object) -> str:
+def quoted_text(raw: object) -> str:
     if not isinstance(raw, str):
         raise ValueError(f"must be text in quotes, not {_kind_of(raw)}")
     if not raw.strip():
@@ -58,27 +86,27 @@ def _text(raw: object) -> str:
 OLD_METRICS = {"interval_s": GAP}
 
 
-def _metric(raw: object) -> str:
-    text = _text(raw)
+def metric_name(raw: object) -> str:
+    text = quoted_text(raw)
     return OLD_METRICS.get(text, text)
 
 
-def _metric_glob(raw: object) -> str:
-    glob = _glob(raw)
+def metric_glob(raw: object) -> str:
+    glob = glob_pattern(raw)
     return OLD_METRICS.get(glob, glob)
 
 
 def _name(raw: object) -> str:
-    if not _NAME.fullmatch(_text(raw)):
+    if not _NAME.fullmatch(quoted_text(raw)):
         raise ValueError(f"{raw!r} may hold only letters, digits, '.', '_' and '-' (starting "
                          "with a letter or digit), so that `alerts silence NAME` can name it")
     return raw
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[object], str]:
+def one_of(options: tuple[str, ...]) -> Callable[[object], str]:
     def check(raw: object) -> str:
         if raw not in options:
-            shown = _text(raw) if isinstance(raw, str) else raw
+            shown = quoted_text(raw) if isinstance(raw, str) else raw
             text = str(shown).lower()
             close = [o for o in options if sorted(o) == sorted(text)]  # "=>" is ">="
             close = close or difflib.get_close_matches(text, options, n=1, cutoff=0.6)
@@ -109,14 +137,14 @@ def glob_problem(pattern: str) -> str | None:
     return None
 
 
-def _glob(raw: object) -> str:
-    problem = glob_problem(_text(raw))
+def glob_pattern(raw: object) -> str:
+    problem = glob_problem(quoted_text(raw))
     if problem:
         raise ValueError(f"{raw!r} is not a valid glob: {problem}")
     return raw
 
 
-def _list_of(check: Callable[[object], str], example: str) -> Callable[[object], tuple]:
+def list_of(check: Callable[[object], str], example: str) -> Callable[[object], tuple]:
     def convert(raw: object) -> tuple[str, ...]:
         if not isinstance(raw, list):
             raise ValueError(f"must be a list, e.g. {example}; not {_kind_of(raw)}")
@@ -131,14 +159,7 @@ def _list_of(check: Callable[[object], str], example: str) -> Callable[[object],
     return convert
 
 
-def _kinds(raw: object) -> tuple[str, ...]:
-    kinds = _list_of(_choice(KINDS), '["spike", "cliff"]')(raw)
-    if not kinds:
-        raise ValueError(f"is empty; list some of {', '.join(KINDS)}")
-    return kinds
-
-
-def _number(raw: object) -> float:
+def finite_number(raw: object) -> float:
     if isinstance(raw, str) and re.fullmatch(r"\s*[-+]?\d+(\.\d*)?([eE][-+]?\d+)?\s*", raw):
         raise ValueError(f"must be a number, not the text {raw!r}; write it without quotes")
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
@@ -148,9 +169,9 @@ def _number(raw: object) -> float:
     return float(raw)
 
 
-def _above(low: float, why: str) -> Callable[[object], float]:
+def above(low: float, why: str) -> Callable[[object], float]:
     def check(raw: object) -> float:
-        value = _number(raw)
+        value = finite_number(raw)
         if value <= low:
             raise ValueError(f"must be more than {low:g} ({why}); got {value:g}")
         return value
@@ -158,9 +179,9 @@ def _above(low: float, why: str) -> Callable[[object], float]:
     return check
 
 
-def _at_least(low: float, why: str) -> Callable[[object], float]:
+def at_least(low: float, why: str) -> Callable[[object], float]:
     def check(raw: object) -> float:
-        value = _number(raw)
+        value = finite_number(raw)
         if value < low:
             raise ValueError(f"must be at least {low:g} ({why}); got {value:g}")
         return value
@@ -168,20 +189,20 @@ def _at_least(low: float, why: str) -> Callable[[object], float]:
     return check
 
 
-def _window(raw: object) -> int:
+def lines_count(raw: object) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int):
-        _number(raw)  # says "not the text" when quoted
+        finite_number(raw)  # says "not the text" when quoted
         raise ValueError(f"must be a whole number of lines, e.g. 20; got {raw!r}")
     if raw < 1:
         raise ValueError(f"must be at least 1 line; got {raw}")
     return raw
 
 
-def _duration(raw: object) -> float:
+def duration_s(raw: object) -> float:
     return parse_duration(raw)  # its ValueError already says what is accepted
 
 
-def _positive_duration(raw: object) -> float:
+def positive_duration_s(raw: object) -> float:
     seconds = parse_duration(raw)
     if seconds <= 0:
         raise ValueError(f"must be longer than 0; got {raw!r}")
@@ -217,6 +238,12 @@ def _for(raw: object) -> dict[str, object]:
                          "\"20 lines\"") from None
 
 
+def held(rule) -> str:
+    """What a rule's description says of its `for`: " for 20 lines", or "" (at once)."""
+    text = for_text(rule.for_s, rule.for_lines)
+    return f" for {text}" if text else ""
+
+
 def for_text(for_s: float, for_lines: int) -> str | None:
     """What to write as `for`; None when the condition fires at once."""
     if for_lines:
@@ -224,68 +251,18 @@ def for_text(for_s: float, for_lines: int) -> str | None:
     return format_duration(for_s) if for_s else None
 
 
-METRIC = Field("metric", "metric", _metric, 'the metric to watch, e.g. metric = "loss"', True)
-COMMON = (
-    Field("name", "name", _name, 'a unique name, e.g. name = "loss-high"', True),
-    Field("type", "type", _choice(("threshold", "change", "nonfinite", "stall", "incident")),
-          'one of threshold, change, nonfinite, stall, incident, e.g. type = "threshold"', True),
-    Field("runs", "runs", _glob, 'a glob on run names, e.g. runs = "gpt-*"'),
-    Field("severity", "severity", _choice(SEVERITIES), 'severity = "critical"'),
-    Field("for", "for_s", _for, 'for = "2m" or for = "20 lines"'),
-    Field("repeat", "repeat_s", _positive_duration, 'repeat = "4h"'),
-    Field("notify_resolved", "notify_resolved", _bool, "notify_resolved = false"),
-)
-TYPES: dict[str, tuple[Field, ...]] = {
-    "threshold": (
-        METRIC,
-        Field("op", "op", _choice(OPS), 'one of >, >=, <, <=, e.g. op = ">"', True),
-        Field("value", "value", _number, "the number to compare with, e.g. value = 5", True),
-    ),
-    "change": (
-        METRIC,
-        Field("direction", "direction", _choice(DIRECTIONS),
-              'direction = "rise" or direction = "fall"', True),
-        Field("factor", "factor", _above(1, "a factor of 2 means twice or half the median"),
-              "factor = 2"),
-        Field("fraction", "fraction", _above(0, "0.4 means 40% from the median"),
-              "fraction = 0.4"),
-        Field("window", "window", _window, "window = 20 (lines in the trailing median)"),
-    ),
-    "nonfinite": (
-        Field("metrics", "metrics", _list_of(_metric_glob, '["loss", "grad_*"]'),
-              'metrics = ["loss", "grad_*"] (default every metric)'),
-    ),
-    "stall": (
-        Field("factor", "stall_factor", _at_least(1, "times the run's typical interval"),
-              "factor = 10"),
-        Field("min", "min_s", _duration, 'min = "60s"'),
-        Field("checkpoint_budget", "checkpoint_budget_s", _positive_duration,
-              'checkpoint_budget = "10m"'),
-    ),
-    "incident": (
-        Field("kinds", "kinds", _kinds, f"kinds = {list(KINDS[:3])}".replace("'", '"')),
-    ),
-}
-ALL_KEYS = {f.key for f in COMMON} | {f.key for fields in TYPES.values() for f in fields}
-
-
-def unknown_key_message(key: str, rule_type: object, fields: tuple[Field, ...]) -> str:
-    keys = [f.key for f in fields]
-    owners = [t for t, fs in TYPES.items() if any(f.key == key for f in fs)]
-    # the Rule attribute written instead of its key (`repeat_s` for `repeat`)
-    spec = next((f for f in fields if f.attr == key != f.key), None)
-    if spec is None and key == "for_lines":
-        spec = COMMON[4]
-    if spec is not None:
-        return f"unknown key; write {spec.key!r} instead, e.g. {spec.help}"
-    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.7)
-    if owners:  # a key of another type (the caller knows this rule's type is valid)
-        owned = f"is a key of type {' and '.join(owners)}, not of type {rule_type!r}"
-        return f"{owned}; did you mean {close[0]!r}?" if close else (
-            f"{owned}; keys of {rule_type}: {', '.join(keys)}")
-    if close:
-        return f"unknown key; did you mean {close[0]!r}?"
-    return f"unknown key; the keys here are {', '.join(keys)}"
+def common(type_names: tuple[str, ...]) -> tuple[Field, ...]:
+    """The keys every rule has; ``type`` is one of ``type_names`` (rule_types.TYPES)."""
+    return (
+        Field("name", "name", _name, 'a unique name, e.g. name = "loss-high"', True),
+        Field("type", "type", one_of(type_names),
+              f'one of {", ".join(type_names)}, e.g. type = "threshold"', True),
+        Field("runs", "runs", glob_pattern, 'a glob on run names, e.g. runs = "gpt-*"'),
+        Field("severity", "severity", one_of(SEVERITIES), 'severity = "critical"'),
+        Field("for", "for_s", _for, 'for = "2m" or for = "20 lines"'),
+        Field("repeat", "repeat_s", positive_duration_s, 'repeat = "4h"'),
+        Field("notify_resolved", "notify_resolved", _bool, "notify_resolved = false"),
+    )
 
 
 def toml_value(value: object) -> str:

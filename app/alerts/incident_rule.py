@@ -20,12 +20,16 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..db import queries
 from . import lifecycle
-from .rules import Rule
+from .fields import KINDS, Field, RuleType, list_of, one_of
 from .state import PassWrites
 from .webhook import incident_subject, number, unit
+
+if TYPE_CHECKING:  # rules.py builds Rule from the types declared here and in lines.py
+    from .rules import Rule
 
 QUIET_S = 60.0
 # kinds whose metric has a way back to its baseline, and how much of the way from the worst
@@ -183,3 +187,22 @@ def over(detail: dict, value: float | None = None) -> dict:
     return {"step": end, "metric": first.get("metric"), "incident": first.get("incident"),
             "summary": f"{_what(first)} is over{now} (last grew at step {end}"
                        + (f"; {_worst_text(first)})" if _worst_text(first) else ")")}
+
+
+def _kinds(raw: object) -> tuple[str, ...]:
+    kinds = list_of(one_of(KINDS), '["spike", "cliff"]')(raw)
+    if not kinds:
+        raise ValueError(f"is empty; list some of {', '.join(KINDS)}")
+    return kinds
+
+
+def _incident_text(rule: Rule, held: str) -> str:
+    return f"an incident of kind {', '.join(rule.kinds)}"
+
+
+RULE_TYPE = RuleType("incident", "incident", (
+    # also nonfinite and straggler allowed; a frozen loss and a crash waste the GPUs as a
+    # divergence does
+    Field("kinds", "kinds", _kinds, f"kinds = {list(KINDS[:3])}".replace("'", '"'),
+          default=("spike", "cliff", "stall", "divergence", "frozen", "crash")),
+), _incident_text)

@@ -1,4 +1,5 @@
-"""Rules judged line by line: ``threshold``, ``change`` and ``nonfinite``.
+"""Rules judged line by line: ``threshold``, ``change`` and ``nonfinite``, each declared here
+once (``RULE_TYPES``: its keys, how it reads, the columns it watches and its series).
 
 Each rule turns a run's new lines (the frame ``app.diagnose.load.run_lines`` reads) into a
 series per metric: the lines that logged it, with the condition at each. A line that did not
@@ -11,7 +12,9 @@ from __future__ import annotations
 import fnmatch
 import operator
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import bottleneck as bn
 import numpy as np
@@ -20,10 +23,26 @@ import pandas as pd
 from ..diagnose.detect import NONFINITE, NOT_METRICS
 from ..ingest.columns import fold
 from . import lifecycle
-from .rules import Rule, describe
+from .fields import (
+    DIRECTIONS,
+    OPS,
+    Field,
+    RuleType,
+    above,
+    finite_number,
+    held,
+    lines_count,
+    list_of,
+    metric_glob,
+    metric_name,
+    one_of,
+)
 from .state import ACTIVE, PassWrites, json_number
 
-OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+if TYPE_CHECKING:  # rules.py builds Rule from the types declared here
+    from .rules import Rule
+
+COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 @dataclass
@@ -31,7 +50,8 @@ class Series:
     steps: np.ndarray
     values: np.ndarray
     cond: np.ndarray
-    typical: np.ndarray | None = None  # the change rule's trailing median at each line
+    # the change rule's trailing median at each line; the threshold's value, one for all
+    typical: np.ndarray | float | None = None
 
 
 def metric_columns(frame: pd.DataFrame) -> list[str]:
@@ -45,11 +65,14 @@ def flags(frame: pd.DataFrame, column: str) -> np.ndarray:
     return np.zeros(len(frame), dtype=bool)
 
 
-def watched(rule: Rule, frame: pd.DataFrame) -> list[str]:
-    """The frame's columns a rule looks at (metric names compare as DuckDB's do)."""
+def metric_of(rule: Rule, frame: pd.DataFrame) -> list[str]:
+    """The frame's column of the rule's ``metric`` (names compare as DuckDB's do)."""
+    return [c for c in metric_columns(frame) if fold(c) == fold(rule.metric or "")]
+
+
+def metrics_of(rule: Rule, frame: pd.DataFrame) -> list[str]:
+    """The frame's columns matching the rule's ``metrics`` globs; every metric without."""
     columns = metric_columns(frame)
-    if rule.type in ("threshold", "change"):
-        return [c for c in columns if fold(c) == fold(rule.metric or "")]
     if not rule.metrics:
         return columns
     return [c for c in columns
@@ -61,7 +84,8 @@ def threshold_series(rule: Rule, frame: pd.DataFrame, column: str) -> Series:
     values = frame[column].to_numpy(dtype=float)
     valid = ~np.isnan(values)
     kept = values[valid]
-    return Series(frame["step"].to_numpy()[valid], kept, OPS[rule.op](kept, rule.value))
+    return Series(frame["step"].to_numpy()[valid], kept, COMPARE[rule.op](kept, rule.value),
+                  rule.value)
 
 
 def nonfinite_series(frame: pd.DataFrame, column: str) -> Series:
@@ -132,21 +156,130 @@ def _holds(batch: PassWrites, rule: Rule, key, series: Series, start: int, end: 
 
 def facts(rule: Rule, metric: str, series: Series, i: int, resolved: bool) -> dict:
     step, value = int(series.steps[i]), float(series.values[i])
-    typical = None if series.typical is None else float(series.typical[i])
-    if rule.type == "threshold":
-        typical = rule.value
-    if resolved and rule.type == "nonfinite":
-        summary = f"{metric} is finite again ({value:.4g} at step {step})"
-    elif resolved:
-        summary = f"{metric} back to {value:.4g} at step {step} ({describe(rule)} no longer holds)"
-    elif rule.type == "nonfinite":
-        summary = f"{metric} is {json_number(value)} at step {step}"
-    elif rule.type == "change":
-        size = abs(value / typical - 1) * 100 if typical else float("inf")
-        way = "above" if rule.direction == "rise" else "below"
-        summary = (f"{metric} {'rose' if rule.direction == 'rise' else 'fell'} {size:.0f}% "
-                   f"{way} its trailing median {typical:.4g} (now {value:.4g} at step {step})")
-    else:
-        summary = f"{describe(rule)} (now {value:.4g} at step {step})"
+    typical = series.typical
+    if isinstance(typical, np.ndarray):
+        typical = float(typical[i])
+    summary = BY_NAME[rule.type].summary(rule, metric, step, value, typical, resolved)
     return {"metric": metric, "step": step, "value": value, "typical": typical,
             "summary": summary}
+
+
+def said(rule: Rule) -> str:
+    """rules.describe of a rule judged here: "loss > 5 for 20 lines"."""
+    return BY_NAME[rule.type].describe(rule, held(rule))
+
+
+def _back(rule: Rule, metric: str, step: int, value: float) -> str:
+    return f"{metric} back to {value:.4g} at step {step} ({said(rule)} no longer holds)"
+
+
+# -- threshold: metric op value ---------------------------------------------------------
+def _threshold_text(rule: Rule, held: str) -> str:
+    return f"{rule.metric} {rule.op} {rule.value:g}{held}"
+
+
+def _threshold_series(rule: Rule, frame: pd.DataFrame, column: str, active: bool,
+                      window: Callable[[], deque]) -> Series:
+    return threshold_series(rule, frame, column)
+
+
+def _threshold_summary(rule: Rule, metric: str, step: int, value: float, typical,
+                       resolved: bool) -> str:
+    if resolved:
+        return _back(rule, metric, step, value)
+    return f"{said(rule)} (now {value:.4g} at step {step})"
+
+
+# -- change: the metric rises above / falls below its trailing median of `window` lines -----
+def _change_text(rule: Rule, held: str) -> str:
+    rise = rule.direction == "rise"
+    if rule.fraction is not None:
+        verb, side = ("rises", "above") if rise else ("falls", "below")
+        how = f"{verb} {rule.fraction:.0%} {side}"
+    else:
+        how = f"rises to {rule.factor:g}×" if rise else f"falls to 1/{rule.factor:g} of"
+    return f"{rule.metric} {how} its median of the last {rule.window} lines{held}"
+
+
+def _change_checks(table: dict, values: dict) -> list[tuple[str | None, str]]:
+    out = []
+    given = [k for k in table if k in ("factor", "fraction")]  # in file order
+    if len(given) != 1:
+        out.append((given[-1] if given else "factor",
+                    "give exactly one of factor (factor = 2: twice or half the median) "
+                    "or fraction (fraction = 0.4: 40% above or below it)"))
+    fraction = values.get("fraction")
+    if values.get("direction") == "fall" and fraction is not None and fraction >= 1:
+        out.append(("fraction", f"must be below 1 for direction = \"fall\" (a fall of "
+                    f"{fraction:g} × the median goes to or below zero); e.g. 0.4 for 40%"))
+    return out
+
+
+def _change_summary(rule: Rule, metric: str, step: int, value: float, typical,
+                    resolved: bool) -> str:
+    if resolved:
+        return _back(rule, metric, step, value)
+    size = abs(value / typical - 1) * 100 if typical else float("inf")
+    way = "above" if rule.direction == "rise" else "below"
+    return (f"{metric} {'rose' if rule.direction == 'rise' else 'fell'} {size:.0f}% "
+            f"{way} its trailing median {typical:.4g} (now {value:.4g} at step {step})")
+
+
+def _change_series(rule: Rule, frame: pd.DataFrame, column: str, active: bool,
+                   window: Callable[[], deque]) -> Series:
+    return change_series(rule, frame, column, window())
+
+
+# -- nonfinite: NaN or ±inf in the listed metrics -------------------------------------------
+def _nonfinite_text(rule: Rule, held: str) -> str:
+    where = ", ".join(rule.metrics) if rule.metrics else "any metric"
+    return f"NaN or ±inf in {where}{held}"
+
+
+def _nonfinite_summary(rule: Rule, metric: str, step: int, value: float, typical,
+                       resolved: bool) -> str:
+    if resolved:
+        return f"{metric} is finite again ({value:.4g} at step {step})"
+    return f"{metric} is {json_number(value)} at step {step}"
+
+
+def _nonfinite_series(rule: Rule, frame: pd.DataFrame, column: str, active: bool,
+                      window: Callable[[], deque]) -> Series | None:
+    if not active and not flags(frame, column).any():
+        return None  # nothing to start and nothing to resolve: no state row
+    return nonfinite_series(frame, column)
+
+
+METRIC = Field("metric", "metric", metric_name, 'the metric to watch, e.g. metric = "loss"',
+               True)
+RULE_TYPES = (
+    RuleType(
+        "threshold", "lines", (
+            METRIC,
+            Field("op", "op", one_of(OPS), 'one of >, >=, <, <=, e.g. op = ">"', True),
+            Field("value", "value", finite_number, "the number to compare with, e.g. value = 5",
+                  True),
+        ), _threshold_text, watched=metric_of, series=_threshold_series,
+        summary=_threshold_summary),
+    RuleType(
+        "change", "lines", (
+            METRIC,
+            Field("direction", "direction", one_of(DIRECTIONS),
+                  'direction = "rise" or direction = "fall"', True),
+            # rise: value >= factor * median; fall: value <= median / factor
+            Field("factor", "factor", above(1, "a factor of 2 means twice or half the median"),
+                  "factor = 2"),
+            # rise: value >= median * (1 + fraction); fall: value <= median * (1 - fraction)
+            Field("fraction", "fraction", above(0, "0.4 means 40% from the median"),
+                  "fraction = 0.4"),
+            Field("window", "window", lines_count, "window = 20 (lines in the trailing median)",
+                  default=20),
+        ), _change_text, _change_checks, metric_of, _change_series, _change_summary),
+    RuleType(
+        "nonfinite", "lines", (
+            Field("metrics", "metrics", list_of(metric_glob, '["loss", "grad_*"]'),
+                  'metrics = ["loss", "grad_*"] (default every metric)', default=()),
+        ), _nonfinite_text, watched=metrics_of, series=_nonfinite_series,
+        summary=_nonfinite_summary),
+)
+BY_NAME = {t.name: t for t in RULE_TYPES}

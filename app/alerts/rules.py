@@ -30,52 +30,39 @@ from pathlib import Path
 
 from ..command import COMMAND
 from ..errors import CliffwatchError
-from .duration import format_duration, parse_duration
-from .fields import (
-    ALL_KEYS,
-    COMMON,
-    TYPES,
-    Field,
-    for_text,
-    toml_value,
-    unknown_key_message,
-)
+from .duration import parse_duration
+from .fields import Field, for_text, held, toml_value
 from .positions import Block, Layout, positions
+from .rule_types import ALL_KEYS, TYPES, fields_of, type_attributes, unknown_key_message
 
 __all__ = ["Rule", "RuleProblem", "check_file", "default_rules", "describe", "load_rules",
            "parse_duration", "parse_rules", "read_rules", "rules_path", "to_toml"]
 
 
 @dataclass(frozen=True)
-class Rule:
+class RuleKeys:
+    """What every rule has; ``Rule`` adds each type's own keys (rule_types.TYPES)."""
+
     name: str
-    type: str  # threshold | change | nonfinite | stall | incident
+    type: str  # a name in rule_types.TYPES: threshold | change | nonfinite | stall | incident
     runs: str = "*"  # glob on run names (fnmatch.fnmatchcase)
     severity: str = "warning"  # critical | warning | info
     for_s: float = 0.0  # condition must hold this long (seconds) ...
     for_lines: int = 0  # ... or this many lines (at most one of the two is non-zero)
     repeat_s: float = 4 * 3600.0
     notify_resolved: bool = True
-    # threshold
-    metric: str | None = None
-    op: str | None = None  # > >= < <=
-    value: float | None = None
-    # change: metric rises above / falls below its trailing median of `window` lines
-    direction: str | None = None  # "rise" | "fall"
-    factor: float | None = None  # rise: value >= factor * median ; fall: value <= median / factor
-    fraction: float | None = None  # rise: >= median*(1+fraction); fall: <= median*(1-fraction)
-    window: int = 20
-    # nonfinite
-    metrics: tuple[str, ...] = ()  # globs; empty = every metric
-    # stall
-    stall_factor: float = 10.0  # TOML key `factor` for type stall
-    min_s: float = 60.0  # TOML key `min`
-    checkpoint_budget_s: float = 600.0  # TOML key `checkpoint_budget`
-    # incident
-    # also nonfinite and straggler allowed; a frozen loss and a crash waste the GPUs as a
-    # divergence does
-    kinds: tuple[str, ...] = ("spike", "cliff", "stall", "divergence", "frozen", "crash")
-    line: int = 0  # line of its [[rule]] table in the file (0 for built-ins)
+
+
+# A rule: RuleKeys, then every type's own keys as attributes with their defaults (a threshold's
+# metric, op and value; a stall's stall_factor, min_s and checkpoint_budget_s: each declared
+# with its type), then the line of its [[rule]] table in the file (0 for built-ins). Built from
+# the table so that a new type's keys are written once, where the type is.
+Rule = dataclasses.make_dataclass(
+    "Rule", [*((attr, object, dataclasses.field(default=default))
+               for attr, default in type_attributes()),
+             ("line", int, dataclasses.field(default=0))],
+    bases=(RuleKeys,), frozen=True)
+Rule.__module__ = __name__
 
 
 @dataclass(frozen=True)
@@ -250,7 +237,7 @@ def _build(table: dict, block: Block, file: str) -> tuple[Rule | None, list[Rule
     """One [[rule]] table to a Rule, or the problems that stop it."""
     label = _label(table)
     rule_type = table.get("type")
-    fields = COMMON + TYPES.get(rule_type, ()) if isinstance(rule_type, str) else COMMON
+    fields = fields_of(rule_type)
     known = {f.key: f for f in fields}
     problems: list[RuleProblem] = []
 
@@ -280,18 +267,8 @@ def _build(table: dict, block: Block, file: str) -> tuple[Rule | None, list[Rule
 
 
 def _cross_checks(rule_type, table: dict, values: dict) -> list[tuple[str | None, str]]:
-    out = []
-    if rule_type == "change":
-        given = [k for k in table if k in ("factor", "fraction")]  # in file order
-        if len(given) != 1:
-            out.append((given[-1] if given else "factor",
-                        "give exactly one of factor (factor = 2: twice or half the median) "
-                        "or fraction (fraction = 0.4: 40% above or below it)"))
-        fraction = values.get("fraction")
-        if values.get("direction") == "fall" and fraction is not None and fraction >= 1:
-            out.append(("fraction", f"must be below 1 for direction = \"fall\" (a fall of "
-                        f"{fraction:g} × the median goes to or below zero); e.g. 0.4 for 40%"))
-    return out
+    found = TYPES.get(rule_type) if isinstance(rule_type, str) else None
+    return found.checks(table, values) if found else []
 
 
 def _duplicate(table: dict, block: Block, seen: dict[str, int], file: str) -> list[RuleProblem]:
@@ -321,7 +298,7 @@ def to_toml(rules: list[Rule]) -> str:
     chunks = []
     for rule in rules:
         lines = ["[[rule]]"]
-        for spec in COMMON + TYPES[rule.type]:
+        for spec in fields_of(rule.type):
             value = _toml_field(rule, spec, defaults)
             if value is not None:
                 lines.append(f"{spec.key} = {value}")
@@ -336,30 +313,9 @@ def _toml_field(rule: Rule, spec: Field, defaults: dict) -> str | None:
     value = getattr(rule, spec.attr)
     if value == defaults[spec.attr] and not spec.required:
         return None
-    if spec.key in ("repeat", "min", "checkpoint_budget"):
-        return toml_value(format_duration(value))
-    return toml_value(value)
+    return spec.toml(value)
 
 
 def describe(rule: Rule) -> str:
     """One plain line saying when the rule fires: "loss > 5 for 20 lines"."""
-    held = for_text(rule.for_s, rule.for_lines)
-    held = f" for {held}" if held else ""
-    if rule.type == "threshold":
-        return f"{rule.metric} {rule.op} {rule.value:g}{held}"
-    if rule.type == "change":
-        rise = rule.direction == "rise"
-        if rule.fraction is not None:
-            verb, side = ("rises", "above") if rise else ("falls", "below")
-            how = f"{verb} {rule.fraction:.0%} {side}"
-        else:
-            how = f"rises to {rule.factor:g}×" if rise else f"falls to 1/{rule.factor:g} of"
-        return f"{rule.metric} {how} its median of the last {rule.window} lines{held}"
-    if rule.type == "nonfinite":
-        where = ", ".join(rule.metrics) if rule.metrics else "any metric"
-        return f"NaN or ±inf in {where}{held}"
-    if rule.type == "stall":
-        return (f"no new line for {rule.stall_factor:g}× the run's typical interval (at least "
-                f"{format_duration(rule.min_s)}; {format_duration(rule.checkpoint_budget_s)} "
-                f"while a checkpoint is being saved)")
-    return f"an incident of kind {', '.join(rule.kinds)}"
+    return TYPES[rule.type].describe(rule, held(rule))

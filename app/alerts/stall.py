@@ -24,12 +24,17 @@ many the database holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..db import queries
 from . import lifecycle
-from .rules import Rule
+from .duration import format_duration
+from .fields import Field, RuleType, at_least, duration_s, positive_duration_s
 from .state import ACTIVE, PassWrites
 from .webhook import number
+
+if TYPE_CHECKING:  # rules.py builds Rule from the types declared here and in lines.py
+    from .rules import Rule
 
 
 @dataclass(frozen=True)
@@ -169,3 +174,19 @@ def resolved_facts(quiet: Quiet, st, came_back: float) -> dict:
                    f"{quiet.last_step})")
     return {"step": quiet.last_step, "value": came_back, "summary": summary,
             "checkpoint": (st.detail.get("facts") or {}).get("checkpoint")}
+
+
+def _stall_text(rule: Rule, held: str) -> str:
+    return (f"no new line for {rule.stall_factor:g}× the run's typical interval (at least "
+            f"{format_duration(rule.min_s)}; {format_duration(rule.checkpoint_budget_s)} "
+            f"while a checkpoint is being saved)")
+
+
+RULE_TYPE = RuleType("stall", "stall", (
+    # the budget: factor x the run's typical interval, never less than min
+    Field("factor", "stall_factor", at_least(1, "times the run's typical interval"),
+          "factor = 10", default=10.0),
+    Field("min", "min_s", duration_s, 'min = "60s"', default=60.0),
+    Field("checkpoint_budget", "checkpoint_budget_s", positive_duration_s,
+          'checkpoint_budget = "10m"', default=600.0),
+), _stall_text)

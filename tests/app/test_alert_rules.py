@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.alerts.duration import DurationTooLong, format_duration, parse_duration
-from app.alerts.fields import ALL_KEYS
 from app.alerts.positions import positions
+from app.alerts.rule_types import ALL_KEYS
 from app.alerts.rules import (
     Rule,
     RuleProblem,
