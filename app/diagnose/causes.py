@@ -10,7 +10,10 @@ Vocabulary (most likely first when several apply):
   a resume event explains only the lines of the attempt it opens (``_opened_by``), never
   lines logged before it at the same steps (a later launch's "resumed from step 5500" is
   not the cause of the spike the first launch logged at 5501-5650 before it crashed);
-- ``evaluation``: evaluation rows (table evals) at the steps of a stall's gap;
+- ``evaluation``: an evaluation pass at the steps of a stall's gap: one the log announced
+  (``eval_start`` / ``eval_end`` events, as cliffwatch's callbacks write them, quoting its
+  seconds), else evaluation rows (table evals); it comes before a save logged in the same gap
+  where it took longer than the save blocked the loop;
 - ``swap``, ``input_wait``, ``gpu_memory``: what system.jsonl says the machine did inside a
   stall's gap: swap in use grew; the GPUs idled with the input queue empty, or one core was
   pegged; a GPU's memory was near its total (system.py);
@@ -68,6 +71,7 @@ SIGNS = {"step_back": "the step went back", "clock_back": "the time field went b
          "epoch_reset": "the epoch field went back to 0", "resume_event": "a resume event",
          "file_truncated": "the log was truncated", "file_replaced": "the log was replaced"}
 LOGGED_SIGNS = {"resume_event"}  # the others are cliffwatch's conclusions
+EVAL_EVENTS = ("eval_start", "eval_end")  # an evaluation pass the log announced (callbacks)
 
 
 class Attempt(NamedTuple):
@@ -240,19 +244,18 @@ def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> No
         found["unknown"] = (f"nothing logged explains it: no checkpoint, resume, evaluation, "
                             f"stall, learning-rate change, epoch boundary or single-bucket run "
                             f"in the {BEFORE} lines before step {incident.step}.")
-    incident.causes = [c for c in [*ORDER, "unknown"] if c in found]
+    order = [*ORDER, "unknown"]
+    if {"checkpoint", "evaluation"} <= found.keys() and _evaluation_first(incident, ctx, window):
+        order.remove("evaluation")
+        order.insert(order.index("checkpoint"), "evaluation")
+    incident.causes = [c for c in order if c in found]
     incident.evidence = [found[c] for c in incident.causes]
 
 
 def _checkpoint(incident, ctx, window, others) -> str | None:
-    lo, hi = int(window["step"].min()), int(window["step"].max())
-    if incident.kind != "stall":
-        hi = incident.step - 1  # a save at the incident's own step comes after its line
-    hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
-            and lo <= e["step"] <= hi]
-    if not hits:  # no save logged or inferred from files: the disk may still say one ran
+    event = _save_in(incident, ctx, window)
+    if event is None:  # no save logged or inferred from files: the disk may still say one ran
         return system.disk(incident, ctx, window, others)
-    event = _best_save(hits)
     blocked = event["data"].get("blocked_s", event["data"].get("duration_s"))
     what = (f"blocked the training loop for {seconds(blocked)}"
             if isinstance(blocked, (int, float))
@@ -263,6 +266,16 @@ def _checkpoint(incident, ctx, window, others) -> str | None:
                        *of_event(event))
     where = lines_before(window, event["step"], incident)
     return sourced(f"checkpoint at step {event['step']} {what}, {where}.", *of_event(event))
+
+
+def _save_in(incident, ctx, window) -> dict | None:
+    """The save at the window's steps that says most (_best_save), or None."""
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    if incident.kind != "stall":
+        hi = incident.step - 1  # a save at the incident's own step comes after its line
+    hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
+            and lo <= e["step"] <= hi]
+    return _best_save(hits) if hits else None
 
 
 def _best_save(hits: list[dict]) -> dict:
@@ -365,19 +378,63 @@ def _resume_slack(window: pd.DataFrame) -> int:
 
 
 def _evaluation(incident, ctx, window, others) -> str | None:
-    """Evaluation rows at the steps of a stall's gap (from the line before it to its own)."""
+    """An evaluation pass at the steps of a stall's gap (from the line before it to its own):
+    one the log announced (eval_start / eval_end events, with its seconds), else an evaluation
+    row (table evals). A row at the pass's step lends the sentence its values."""
     lo, hi = int(window["step"].min()), int(window["step"].max())
     rows = [r for r in ctx.evals if lo <= r["step"] <= hi]
+    event = _eval_event(ctx, lo, hi)
+    if event is not None:
+        return _announced(incident, event, [r for r in rows if r["step"] == event["step"]])
     if not rows:
         return None
     row = rows[-1]
-    values = ", ".join(f"{k} {v:.4g}" for k, v in row.items()
-                       if k != "step" and isinstance(v, (int, float)))
-    quoted = f" ({values})" if values else ""
-    return sourced(f"an evaluation pass at step {row['step']}{quoted} ran inside the "
+    return sourced(f"an evaluation pass at step {row['step']}{_values(row)} ran inside the "
                    f"{seconds(incident.value)} gap before step {incident.step}.", False,
                    f"evaluation row{'s' if len(rows) != 1 else ''} at step "
                    f"{', '.join(str(r['step']) for r in rows)}")
+
+
+def _eval_event(ctx, lo: int, hi: int) -> dict | None:
+    """The evaluation the log announced from step lo to hi: the last one that ended there
+    (its eval_end knows the seconds), else the last one that began there (a pass the log
+    has not closed yet, or a crash inside it)."""
+    hits = [e for e in ctx.events if e["kind"] in EVAL_EVENTS and e["step"] is not None
+            and lo <= e["step"] <= hi]
+    ends = [e for e in hits if e["kind"] == "eval_end"]
+    return (ends or hits or [None])[-1]
+
+
+def _eval_seconds(event: dict | None) -> float | None:
+    seconds_ = (event or {}).get("data", {}).get("duration_s")
+    return float(seconds_) if isinstance(seconds_, (int, float)) else None
+
+
+def _announced(incident, event: dict, rows: list[dict]) -> str:
+    took = _eval_seconds(event)
+    what = (f"ran for {seconds(took)}" if took is not None
+            else "ended" if event["kind"] == "eval_end" else "began")
+    values = _values(rows[-1]) if rows else ""
+    return sourced(f"an evaluation pass at step {event['step']}{values} {what}, inside the "
+                   f"{seconds(incident.value)} gap before step {incident.step} "
+                   f"({event['kind']} event).", *of_event(event))
+
+
+def _values(row: dict) -> str:
+    """" (val_loss 2.91)": an evaluation row's metrics, for the sentence."""
+    values = ", ".join(f"{k} {v:.4g}" for k, v in row.items()
+                       if k != "step" and isinstance(v, (int, float)))
+    return f" ({values})" if values else ""
+
+
+def _evaluation_first(incident, ctx, window) -> bool:
+    """Whether an evaluation the log timed in this gap took longer than the save logged in
+    it: then it, not the save, is the likelier cause (a save comes first otherwise, ORDER)."""
+    lo, hi = int(window["step"].min()), int(window["step"].max())
+    took = _eval_seconds(_eval_event(ctx, lo, hi))
+    save = _save_in(incident, ctx, window)
+    blocked = save and save["data"].get("blocked_s", save["data"].get("duration_s"))
+    return took is not None and isinstance(blocked, (int, float)) and took > blocked
 
 
 def _periodic(incident, ctx, window, others) -> str | None:
@@ -405,7 +462,8 @@ def _periodic_kind(incident, window, ctx) -> str:
     """What a stall every N steps looks like: evaluations where one ran in this stall's gap
     (their rows say so), else checkpoint saves."""
     lo, hi = int(window["step"].min()), int(window["step"].max())
-    evaluated = any(lo <= r["step"] <= hi for r in ctx.evals)
+    evaluated = any(lo <= r["step"] <= hi for r in ctx.evals) or (
+        _eval_event(ctx, lo, hi) is not None)
     return "periodic evaluations" if evaluated else "periodic checkpoint saves"
 
 
