@@ -26,7 +26,7 @@ class ServerState:
     alerts: AlertWorker | None = None
     delivery: DeliveryWorker | None = None
     diagnosis: Background | None = None  # live diagnosis (app/diagnose/worker.py)
-    tiles: Background | None = None  # chart tiles (app/read/tiles.py)
+    tiles: Background | None = None  # chart tiles (app/tiler.py)
     # taken by /api/sql on the event loop and by the SQL page from its script thread
     adhoc_slots: Slots = field(default_factory=lambda: Slots(ADHOC_SLOTS))
 

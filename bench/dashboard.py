@@ -43,8 +43,9 @@ import streamlit.logger
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app import settings as settings_mod
+from app import tiler
 from app.monitor import Monitor
-from app.read import markers, series, strip, tiles
+from app.read import markers, series, strip
 from samples.long_run import write_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +56,8 @@ RUN = "big"
 def page_panels() -> tuple:
     """The Run page's default panels, gap panels and points, from the page's own module
     (imported before any timing: it imports streamlit)."""
-    from app.dashboard.source import DEFAULT_METRICS, GAP_METRICS, POINTS
+    from app.dashboard.panels import DEFAULT_METRICS, GAP_METRICS
+    from app.dashboard.reads import POINTS
 
     return DEFAULT_METRICS, GAP_METRICS, POINTS
 
@@ -121,7 +123,7 @@ def build(lines: int, base: Path) -> tuple[Path, dict]:
     monitor = Monitor.open(logs, settings_mod.resolve())
     try:
         figures["ingest_s"] = timed(monitor.tailer.catch_up)[0] / 1000
-        figures["tiles_s"] = timed(tiles.roll, monitor.db)[0] / 1000
+        figures["tiles_s"] = timed(tiler.roll, monitor.db)[0] / 1000
     finally:
         monitor.close()
     (logs / RUN / "metrics.jsonl").unlink()  # the database holds it all now

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from . import charts, source
+from . import charts, reads
 
 # Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
 # plot about 120 px and the bucket strip's cells about 50 px
@@ -38,14 +38,39 @@ SMOOTHED = re.compile(r"loss|acc|perplex|ppl", re.IGNORECASE)
 # Panels whose y starts at 0: seconds, steps and slots, where 1 ms of jitter or one slot
 # must look small next to the whole
 FROM_ZERO = re.compile(r"^gap_|queue", re.IGNORECASE)
+# the derived gap panels (read/series.py's gaps: seconds and steps since the previous line)
+GAP_METRICS = ("gap_s", "gap_steps")
+# the panels of the Run page, top to bottom, when the run has them
+# grad_norm and learning_rate: what other trainers' logs hold (HF, llm.c) besides the loss
+DEFAULT_METRICS = ("loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "grad_norm",
+                   "learning_rate", *GAP_METRICS)
+DERIVED = " (derived)"  # a derived panel's name when the run logs a metric of its name
 
 
 def smoothed(metric: str) -> bool:
-    return bool(SMOOTHED.search(metric)) and metric not in source.GAP_METRICS
+    return bool(SMOOTHED.search(metric)) and metric not in GAP_METRICS
 
 
 def from_zero(metric: str) -> bool:
     return bool(FROM_ZERO.search(metric))
+
+
+def gap_panels(names) -> dict[str, str]:
+    """The derived gap panels of a run whose own metrics are ``names``, each with the gap it
+    draws: "gap_s", unless the run logs its own gap_s, which is charted as the metric it is;
+    the derived panel is then "gap_s (derived)" (as a detector's column ``t`` once hid a
+    user's own ``t``, a name of ours must not hide a user's metric)::
+
+        gap_panels(["loss"])           ->  {"gap_s": "gap_s", "gap_steps": "gap_steps"}
+        gap_panels(["loss", "gap_s"])  ->  {"gap_s (derived)": "gap_s", "gap_steps": "gap_steps"}
+    """
+    return {(gap + DERIVED if gap in names else gap): gap for gap in GAP_METRICS}
+
+
+def default_panels(options: list[str]) -> list[str]:
+    """The default panels among a run's ``options``, in the page's order; a derived gap named
+    apart (gap_panels) comes right after the run's own metric of its name."""
+    return [name for m in DEFAULT_METRICS for name in (m, m + DERIVED) if name in options]
 
 
 @dataclass
@@ -69,10 +94,11 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
                ) -> Panels:
     """Every panel of the Run page for these metrics and this view, in the page's order, the
     bucket strip under the loss chart."""
-    series, frame, marks, strip = _read(run, version, metrics, lo, hi, x)
+    gaps = gap_panels(reads.metric_names(run, version))
+    series, frame, marks, strip = _read(run, version, metrics, gaps, (lo, hi, x))
     marks = _saves_to_next_line(marks, frame) if x == "step" else marks
     domain = _x_domain(frame, x, lo, hi)
-    typical = source.typical_gap(run, version)
+    typical = reads.typical_gap(run, version)
     drawn = [m for m in metrics if (frame["metric"] == m).any()] if not frame.empty else []
     out = Panels(series.lines, series.full, x_domain=domain)
     for metric in drawn:
@@ -81,14 +107,14 @@ def run_panels(run: str, version: tuple, metrics: tuple, x: str, smooth: float, 
         chart = charts.metric_chart(frame, metric, x=x, smooth=smooth if smoothed(metric) else 0,
                                     markers=marks, height=height, x_domain=domain,
                                     legend=first, from_zero=from_zero(metric),
-                                    reference=typical if metric == "gap_s" else None)
+                                    reference=typical if gaps.get(metric) == "gap_s" else None)
         rows = frame.loc[frame["metric"] == metric, ["x", "step"]]
         out.charts.append(Panel(metric, charts.vega_lite(chart), height, rows))
         if metric == "loss" and not strip.empty:
             chart = charts.bucket_strip(strip, x=x, x_domain=domain, height=STRIP_HEIGHT)
             out.charts.append(Panel(STRIP, charts.vega_lite(chart), STRIP_HEIGHT,
                                     pd.DataFrame({"x": strip["x0"], "step": strip["step"]})))
-    ranks = source.rank_times(run, version) if x == "step" else pd.DataFrame()
+    ranks = reads.rank_times(run, version) if x == "step" else pd.DataFrame()
     if not ranks.empty:
         shown = ranks[(ranks["step"] >= (lo if lo is not None else -2**63))
                       & (ranks["step"] <= (hi if hi is not None else 2**63 - 1))]
@@ -108,7 +134,7 @@ def system_panels(run: str, version: tuple, x: str, lo, hi, domain: tuple | None
     own (read/system.py): they come on through a stall, when no training line does."""
     from ..read import system
 
-    rows = source.system_series(run, version, x, lo, hi)
+    rows = reads.system_series(run, version, x, lo, hi)
     out = []
     for name in system.CHARTS:
         part = rows[rows["chart"] == name]
@@ -120,14 +146,20 @@ def system_panels(run: str, version: tuple, x: str, lo, hi, domain: tuple | None
     return out
 
 
-def _read(run: str, version: tuple, metrics: tuple, lo, hi, x: str):
-    """The frames of every panel, from the readers' caches while the run has no new lines."""
-    plain = tuple(m for m in metrics if m not in source.GAP_METRICS)
-    gaps = any(m in source.GAP_METRICS for m in metrics)
-    series = source.series(run, version, plain, lo, hi, x, gaps=gaps)  # one read for both
-    frame = series.frame
-    return (series, frame, source.markers(run, version, lo, hi, x),
-            source.strip(run, version, lo, hi, x))
+def _read(run: str, version: tuple, metrics: tuple, gaps: dict[str, str], where: tuple):
+    """The frames of every panel, from the readers' caches while the run has no new lines;
+    the derived gaps named as their panels (``gaps``: gap_panels())."""
+    lo, hi, x = where
+    plain = tuple(m for m in metrics if m not in gaps)
+    wanted = any(m in gaps for m in metrics)
+    series = reads.series(run, version, plain, lo, hi, x, gaps=wanted)  # one read for both
+    # read/series.py names a derived gap "~gap_s" in a frame that holds the run's own gap_s
+    names = {("~" + gap if gap in plain else gap): panel for panel, gap in gaps.items()
+             if panel != gap}
+    frame = series.frame.assign(metric=series.frame["metric"].replace(names)) if names \
+        else series.frame
+    return (series, frame, reads.markers(run, version, lo, hi, x),
+            reads.strip(run, version, lo, hi, x))
 
 
 def _saves_to_next_line(marks: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:

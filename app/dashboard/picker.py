@@ -1,4 +1,4 @@
-"""A run picker that never lists every run: a search box, and the first ``source.PICKS`` runs
+"""A run picker that never lists every run: a search box, and the first ``reads.PICKS`` runs
 whose names match it (live first, then the most recently written) as the options. With
 10,000 runs a selectbox of every name cost the page a read of every run and the browser
 10,000 options; this one reads one page of names from the runs table::
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import source
+from . import reads, wording
 
 
 def search_box(key: str, label: str = "search runs", **on_change) -> str | None:
@@ -27,13 +27,13 @@ def search_box(key: str, label: str = "search runs", **on_change) -> str | None:
 def matches(q: str | None, keep: list[str] | tuple = ()) -> list[str]:
     """The runs a picker offers for ``q``: ``keep`` (what is chosen already) first, then the
     first matches; a caption says when there are more than it shows."""
-    names, total = source.find_runs(q)
+    names, total = reads.find_runs(q)
     if total > len(names):
-        where = f" matching {source.md(repr(q))}" if q else ""
+        where = f" matching {wording.md(repr(q))}" if q else ""
         st.caption(f"{len(names)} of {total} runs{where}; type more of the name to narrow "
                    "them.")
     elif q and not total:
-        st.caption(f"No run matches {source.md(repr(q))}.")
+        st.caption(f"No run matches {wording.md(repr(q))}.")
     return [*keep, *(n for n in names if n not in keep)]
 
 
@@ -50,7 +50,7 @@ def last_run() -> str | None:
     """The run this session last looked at (Run, Compare, Incidents pages), while it exists,
     else the newest run (the first the Runs page lists), else None."""
     run = st.session_state.get(LAST_RUN)
-    if run and source.run_exists(run):
+    if run and reads.run_exists(run):
         return run
-    names, _ = source.find_runs(None, 1)
+    names, _ = reads.find_runs(None, 1)
     return names[0] if names else None

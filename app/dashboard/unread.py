@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import source
+from . import backend, wording
 
 SHOWN = 10  # files named on the page; GET /api/health and `diagnose` list every one
 
@@ -24,7 +24,7 @@ def files(runs: tuple[str, ...] | None) -> list[tuple[str, str, str, bool]]:
     from ..diagnose import coverage
 
     return [(u.run, u.file, u.reason + (f"; {u.unseen}" if u.unseen else ""), u.missed)
-            for u in coverage.unread(source.cursor(), list(runs) if runs else None)]
+            for u in coverage.unread(backend.cursor(), list(runs) if runs else None)]
 
 
 def notice(runs: tuple[str, ...] | None = None) -> int:
@@ -33,7 +33,7 @@ def notice(runs: tuple[str, ...] | None = None) -> int:
     found = files(runs)
     missed = [f for f in found if f[3]]
     if missed:
-        lines = [f"- **{source.md(file)}**: {source.md(reason)}"
+        lines = [f"- **{wording.md(file)}**: {wording.md(reason)}"
                  for _, file, reason, _ in missed[:SHOWN]]
         more = (f"\n\n... and {len(missed) - SHOWN} more (`GET /api/health` lists them)"
                 if len(missed) > SHOWN else "")
@@ -42,6 +42,6 @@ def notice(runs: tuple[str, ...] | None = None) -> int:
     repeated = [f for f in found if not f[3]][:SHOWN]
     if repeated:
         st.caption("Also not read, with nothing missed: " + "; ".join(
-            f"{source.md(file)} ({source.md(reason.removeprefix('not read: '))})"
+            f"{wording.md(file)} ({wording.md(reason.removeprefix('not read: '))})"
             for _, file, reason, _ in repeated) + ".")
     return len(missed)

@@ -105,7 +105,9 @@ def series(cursor, run: str, metrics: list[str], *, lo=None, hi=None, x: str = "
     module docstring). A metric the run lacks is simply absent from the frame. A range of up
     to ``raw_lines`` lines is bucketed from raw lines, a longer one from tiles. ``gaps``: the
     frame has gaps()'s metrics "gap_s" and "gap_steps" too, read in the same round trips
-    (the same rows as gaps() gives: the bucket layout depends on the lines, not the metrics)."""
+    (the same rows as gaps() gives: the bucket layout depends on the lines, not the metrics);
+    where ``metrics`` holds the run's own gap_s or gap_steps, the derived one is "~gap_s" or
+    "~gap_steps", so the two are never merged."""
     known = set(columns(cursor))
     names = [m for m in dict.fromkeys(metrics) if m in known]
     return _read(cursor, run, names + (list(GAPS) if gaps else []), (lo, hi, x), points,
@@ -146,7 +148,7 @@ def _read(cursor, run, names, where, points, raw_lines) -> Series:
         layout = _layout([spans, inside], points)
         parts = [frame(cursor, "read/series_tiles", {**params, "metrics": names, **layout})]
         parts += [_raw(cursor, p, names, layout, where) for p, _ in pieces]
-    return Series(_finish(_merge(parts), full), lines, full)
+    return Series(_finish(_merge(parts), full, names), lines, full)
 
 
 def _tail_pieces(tails: pd.DataFrame) -> list[tuple[dict, pd.DataFrame]]:
@@ -289,11 +291,14 @@ def _add(a, b):
     return a + b if _known(b) else a
 
 
-def _finish(rows: pd.DataFrame, full: bool) -> pd.DataFrame:
+def _finish(rows: pd.DataFrame, full: bool, names: list[str]) -> pd.DataFrame:
     rows = rows.copy()
     finite = rows["n"] - rows["nonfinite"]
     rows["value"] = rows["raw"] if full else rows["sum"] / finite.where(finite > 0)
-    rows["metric"] = rows["metric"].replace(GAP_NAMES)
+    # a derived gap keeps its "~" name beside a metric of the run's own named gap_s: the
+    # two stay two series (the Run page names the derived panel apart, panels.gap_panels)
+    rows["metric"] = rows["metric"].replace(
+        {ours: shown for ours, shown in GAP_NAMES.items() if shown not in names})
     out = rows[COLUMNS].astype({"attempt": "int64", "x": "float64", "step": "int64",
                                 "value": "float64", "lo": "float64", "hi": "float64",
                                 "lo_step": "Int64", "hi_step": "Int64", "n": "int64",

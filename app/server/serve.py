@@ -33,8 +33,8 @@ from ..diagnose.worker import DiagnosisWorker
 from ..errors import CliffwatchError
 from ..ingest.worker import IngestWorker
 from ..monitor import Monitor, default_db
-from ..read.tiles import TileWorker
 from ..settings import describe
+from ..tiler import TileWorker
 from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
 from .page_base import PageBaseMiddleware
 from .routes import ROUTES

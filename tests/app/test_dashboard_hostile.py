@@ -13,7 +13,8 @@ import pytest
 import streamlit as st
 
 from app import state
-from app.dashboard.source import md, parse_run_view, run_url
+from app.dashboard.url import parse_run_view, run_url
+from app.dashboard.wording import md
 from tests.app.test_dashboard_pages import page, press_run, serve_in_process, texts
 
 LINK = "[login](https://evil.example)"

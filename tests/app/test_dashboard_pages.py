@@ -16,7 +16,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app import state
-from app.dashboard import source
+from app.dashboard import reads
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis
 from app.ingest.worker import IngestWorker
@@ -310,7 +310,7 @@ def test_run_page_of_a_multi_rank_run_draws_seconds_per_step_by_rank(tmp_path):
         at = page("views/run.py", run="ddp")
         ranked = [c for c in charts(at) if "seconds per step, by rank" in c.proto.spec]
         assert len(ranked) == 1 and not at.error
-        times = source.rank_times("ddp", source.version("ddp"))
+        times = reads.rank_times("ddp", reads.version("ddp"))
         slow = times.groupby("rank")["seconds_per_step"].median()
         assert list(slow.index) == [0, 1, 2] and slow[2] > 1.5 * slow[0]
     finally:

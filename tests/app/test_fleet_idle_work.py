@@ -221,7 +221,8 @@ def test_a_full_look_comes_round_every_sweep(fleet, monkeypatch):
 def test_the_tile_worker_looks_only_at_files_that_got_lines(fleet, monkeypatch):
     """The chart tile worker (every 2 s, and after each ingest tick) once asked every metrics
     file how many lines it had waiting: 2,002 queries a pass, a core's worth at 10,000 runs."""
-    from app.read.tiles import TILE_LINES, TileWorker
+    from app.read.tiles import TILE_LINES
+    from app.tiler import TileWorker
 
     worker = TileWorker(fleet.monitor.db)  # not started: its passes are run here
     worker._pass()  # the first look: one query for the files with a tile's worth waiting

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from app import settings as settings_mod
+from app import tiler
 from app.monitor import Monitor
 from app.read import series as S
-from app.read import tiles
 from samples.long_run import SPIKE_STEP, STALL_STEP, write_run
 
 METRICS = ["loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr"]
@@ -29,7 +29,7 @@ def million(tmp_path_factory):
     logs = tmp_path_factory.mktemp("million") / "logs"
     write_run(logs / "big" / "metrics.jsonl", 1_000_000)
     monitor = open_monitor(logs)
-    tiles.roll(monitor.db)
+    tiler.roll(monitor.db)
     yield monitor
     monitor.close()
 
@@ -92,7 +92,7 @@ def test_lines_after_tiling_appear(tmp_path):
     path.write_text("".join(json.dumps({"step": s, "loss": 1.0}) + "\n" for s in range(1, 1201)))
     monitor = open_monitor(logs)
     try:
-        assert tiles.roll(monitor.db) == 1024
+        assert tiler.roll(monitor.db) == 1024
         with path.open("a") as f:
             f.write("".join(json.dumps({"step": s, "loss": 9.0}) + "\n" for s in (1201, 1202)))
         monitor.tailer.catch_up()
@@ -114,7 +114,7 @@ def test_resumed_attempts_each_have_their_line(tmp_path):
                             for i, s in enumerate(steps)))
     monitor = open_monitor(logs)
     try:
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         cursor = monitor.db.cursor()
         for points in (100, 10_000):
             run = S.series(cursor, "r", ["loss"], points=min(points, 2000))
@@ -140,7 +140,7 @@ def test_nonfinite_counted_never_in_lo_hi(tmp_path):
                             zip(range(1, 3001), values, strict=True)))
     monitor = open_monitor(logs)
     try:
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         frame = S.series(monitor.db.cursor(), "r", ["loss"], points=50).frame
         bad = sum(v in ("NaN", "Infinity") for v in values)
         assert frame["nonfinite"].sum() == bad and frame["n"].sum() == 3000
@@ -163,7 +163,7 @@ def test_tiles_with_edges_and_a_resumed_tail_agree_with_raw(tmp_path):
                             for i, s in enumerate(steps)))
     monitor = open_monitor(logs)
     try:
-        assert tiles.roll(monitor.db) == 5632  # 368 lines (both attempts) stay in the tail
+        assert tiler.roll(monitor.db) == 5632  # 368 lines (both attempts) stay in the tail
         cursor = monitor.db.cursor()
         for read in (S.series, S.gaps):
             args = (["loss"],) if read is S.series else ()
@@ -209,7 +209,7 @@ def test_series_with_gaps_in_one_read_equals_the_two_reads(tmp_path):
                             for i, s in enumerate(steps)))
     monitor = open_monitor(logs)
     try:
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         cursor = monitor.db.cursor()
         reads = [dict(lo=1100, hi=3700, points=40, raw_lines=100),  # tiles, edges and tail
                  dict(lo=1100, hi=3700, points=40, raw_lines=10**9, x="elapsed"),  # raw
@@ -248,7 +248,7 @@ def test_an_x_at_infinity_is_left_out_of_every_axis(tmp_path):
         f'"elapsed_s": {odd_elapsed.get(s, float(s))}}}\n' for s in range(1, 2001)))
     monitor = open_monitor(logs)
     try:
-        assert tiles.roll(monitor.db) == 1536  # the first 1,500 lines' tiles hold odd x too
+        assert tiler.roll(monitor.db) == 1536  # the first 1,500 lines' tiles hold odd x too
         cursor = monitor.db.cursor()
         left_out = {"time": len(odd_time), "elapsed": len(odd_elapsed), "step": 0}
         for x, missing in left_out.items():

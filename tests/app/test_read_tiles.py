@@ -1,4 +1,4 @@
-"""Chart tiles (app/read/tiles.py): a roll cut short and resumed, late columns, exact sums."""
+"""Chart tiles (app/tiler.py): a roll cut short and resumed, late columns, exact sums."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from app import tiler
 from app.read import series as S
-from app.read import tiles
 from tests.app.test_read_series import open_monitor
 from tests.conftest import wait_for
 
@@ -38,10 +38,10 @@ def test_roll_cut_short_then_resumed_gives_the_same_tiles(tmp_path):
         write_lines(tmp_path / name / "r" / "metrics.jsonl", rows(1, 5000))
     cut, whole = open_monitor(tmp_path / "cut"), open_monitor(tmp_path / "whole")
     try:
-        assert tiles.roll(cut.db, chunk_lines=1024, max_chunks=1) == 1024
-        assert tiles.roll(cut.db, chunk_lines=1024) == 4608 - 1024
-        assert tiles.roll(cut.db) == 0  # nothing twice
-        assert tiles.roll(whole.db) == 4608
+        assert tiler.roll(cut.db, chunk_lines=1024, max_chunks=1) == 1024
+        assert tiler.roll(cut.db, chunk_lines=1024) == 4608 - 1024
+        assert tiler.roll(cut.db) == 0  # nothing twice
+        assert tiler.roll(whole.db) == 4608
         for table, frame in dump(cut).items():
             pd.testing.assert_frame_equal(frame, dump(whole)[table], obj=table)
     finally:
@@ -54,15 +54,15 @@ def test_tile_sums_are_exact_and_a_late_column_is_rolled(tmp_path):
     write_lines(path, rows(1, 1500))
     monitor = open_monitor(tmp_path / "logs")
     try:
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         write_lines(path, rows(1501, 3100, grad_norm=0.5))  # a column from step 1501 on
         monitor.tailer.catch_up()
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         cursor = monitor.db.cursor()
         got = cursor.sql("SELECT tile, metric, n, lo, hi, sum FROM chart_tile_values "
                          "WHERE metric IN ('loss', 'grad_norm') ORDER BY ALL").df()
         lines = pd.DataFrame(rows(1, 3072))
-        lines["tile"] = (lines["step"] - 1) // tiles.TILE_LINES
+        lines["tile"] = (lines["step"] - 1) // tiler.TILE_LINES
         want = lines.groupby("tile")["loss"].agg(["count", "min", "max", "sum"])
         loss = got[got["metric"] == "loss"].set_index("tile")
         assert loss["n"].tolist() == want["count"].tolist()
@@ -81,7 +81,7 @@ def test_tile_sums_are_exact_and_a_late_column_is_rolled(tmp_path):
 def test_tile_worker_rolls_after_a_poke(tmp_path):
     write_lines(tmp_path / "logs" / "r" / "metrics.jsonl", rows(1, 2100))
     monitor = open_monitor(tmp_path / "logs")
-    worker = tiles.TileWorker(monitor.db)
+    worker = tiler.TileWorker(monitor.db)
     try:
         worker.start()
         worker.poke()

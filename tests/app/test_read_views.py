@@ -291,7 +291,7 @@ def test_a_long_strip_merged_from_tiles_matches_the_lines_it_covers(tmp_path):
     among the current timeline's lines inside it (each block holds one bucket here, so the
     sample must find it, share 1), lines hidden by a resume are left out, and the cells
     cover the range end to end on every axis."""
-    from app.read import tiles
+    from app import tiler
 
     logs = tmp_path / "logs"
     first = [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5,
@@ -301,7 +301,7 @@ def test_a_long_strip_merged_from_tiles_matches_the_lines_it_covers(tmp_path):
     write(logs, "long", first + resumed)
     with Monitor.open(logs, SETTINGS) as monitor:
         monitor.tailer.catch_up()
-        tiles.roll(monitor.db)
+        tiler.roll(monitor.db)
         cursor = monitor.db.cursor()
         timeline = {r["step"]: r for r in first if r["step"] < 4001}
         timeline.update({r["step"]: r for r in resumed})
@@ -329,7 +329,7 @@ def test_a_long_strip_merged_from_tiles_matches_the_lines_it_covers(tmp_path):
 def test_an_open_checkpoint_ends_at_the_newest_line_tiled_or_not(tmp_path):
     """The newest line (where an open checkpoint ends) is found from each file's tile
     watermark on: with every line in tiles, with a tail after them, and before any tile."""
-    from app.read import tiles
+    from app import tiler
 
     logs = tmp_path / "logs"
     write(logs, "r", [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5} for s in range(1, 1025)])
@@ -339,7 +339,7 @@ def test_an_open_checkpoint_ends_at_the_newest_line_tiled_or_not(tmp_path):
         monitor.tailer.catch_up()
         cursor = monitor.db.cursor()
         assert markers(cursor, "r", x="elapsed")[["x0", "x1"]].values.tolist() == [[450, 512]]
-        assert tiles.roll(monitor.db) == 1024  # every line in tiles: the newest is the mark's
+        assert tiler.roll(monitor.db) == 1024  # every line in tiles: the newest is the mark's
         assert markers(cursor, "r")[["x0", "x1"]].values.tolist() == [[900, 1024]]
         write(logs, "r", [{"step": s, "loss": 1.0, "elapsed_s": s * 0.5}
                           for s in range(1025, 1031)])

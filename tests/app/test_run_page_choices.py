@@ -24,13 +24,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.dashboard import charts, panels, source
+from app.dashboard import charts, panels, reads, url
 from app.monitor import Monitor
 from app.read import series as series_mod
 from app.settings import Settings
 from tests.app.test_charts import drawn, items, layers, scene_nodes
 from tests.app.test_dashboard_browser import artifacts  # noqa: F401 (a fixture)
 from tests.app.test_foreign_runs_drawn import llmc
+from tests.app.test_own_gap_metric import OWN, own_gap_log
 from tests.conftest import SAMPLES, Server, wait_for
 
 CHART = "[data-testid=stVegaLiteChart]"
@@ -72,6 +73,7 @@ def logs(tmp_path_factory) -> Path:
     for run in ("quiet", "growing"):
         (logdir / run).mkdir()
         (logdir / run / "metrics.jsonl").write_text(lines_of_ours(1, 20))
+    own_gap_log(logdir / "owngap")
     return logdir
 
 
@@ -114,7 +116,7 @@ def seed_frame(tmp_path_factory) -> pd.DataFrame:
     with Monitor.open(logdir, Settings()) as monitor:
         monitor.tailer.catch_up()
         return series_mod.series(monitor.db.cursor(), "seed", ["loss", "hs_queue_depth"],
-                                 points=source.POINTS).frame
+                                 points=reads.POINTS).frame
 
 
 # -- 1. x = time --------------------------------------------------------------------------------
@@ -152,8 +154,8 @@ def test_a_bucket_keeps_its_colour_whatever_else_is_drawn(present):
 # -- 2. smoothing ---------------------------------------------------------------------------------
 
 def test_the_page_opens_unsmoothed_and_smooths_only_loss_like_panels():
-    assert source.DEFAULT_SMOOTH == 0
-    assert source.parse_run_view({"run": "r"}).smooth == 0
+    assert url.DEFAULT_SMOOTH == 0
+    assert url.parse_run_view({"run": "r"}).smooth == 0
     for metric in ("loss", "val_loss", "train/loss", "accuracy", "eval_acc", "perplexity"):
         assert panels.smoothed(metric), metric
     for metric in ("gap_s", "gap_steps", "hs_queue_depth", "lr", "learning_rate",
@@ -176,7 +178,7 @@ def strong_top(chart_) -> float:
 def test_the_seed_spike_to_13_reads_13_in_the_strong_line(seed_frame):
     """As the page draws it by default (its smoothing, 1,000 buckets), the opaque line
     reaches the spike's top, where the min/max band ends (not ~2.5: the EMA of the means)."""
-    smooth = source.DEFAULT_SMOOTH if panels.smoothed("loss") else 0
+    smooth = url.DEFAULT_SMOOTH if panels.smoothed("loss") else 0
     loss = charts.metric_chart(seed_frame, "loss", smooth=smooth).properties(width=WIDTH,
                                                                              height=300)
     band_top = min(i["y2"] for i in items(loss, "area"))  # y2: the band's hi
@@ -251,6 +253,15 @@ def test_a_constant_series_of_another_trainer_is_labelled_as_logged(page, served
     for title in ("grad_norm", "gap_steps"):
         labels = axis_labels(chart(page, title), "Y")
         assert labels and not [t for t in labels if re.search(r"\.\d*0{3,}|\d{6,}", t)], labels
+
+
+def test_a_metric_of_the_runs_own_named_gap_s_is_charted_beside_the_derived_gap(page, served):
+    """issue 22, item 4: the log's own gap_s (150 on every line) is its own chart, and the
+    derived gap between lines (1 s) is "gap_s (derived)"; neither hides the other."""
+    page.goto(f"{served.url}/run?run=owngap")
+    mine, derived = chart(page, "gap_s"), chart(page, "gap_s (derived)")
+    tops = [max(float(t.replace(",", "")) for t in axis_labels(c, "Y")) for c in (mine, derived)]
+    assert tops[0] >= OWN > 10 > tops[1] >= 1, tops
 
 
 @pytest.mark.parametrize("values", [[0.05, 0.049999999995, 0.050000000005]])

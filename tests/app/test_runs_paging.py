@@ -22,7 +22,7 @@ import streamlit as st
 
 from app import settings as settings_mod
 from app import state
-from app.dashboard import source
+from app.dashboard import reads
 from app.db import queries
 from app.monitor import Monitor
 from app.read import runs as runs_mod
@@ -244,8 +244,8 @@ def test_run_page_picker_offers_the_first_matches_and_its_search_narrows_them(ma
     at = page("views/run.py")
     picker = at.selectbox[0]
     assert len(picker.options) < RUNS  # not every run
-    assert list(picker.options) == many[:source.PICKS]  # the first of the Runs page's order
-    assert f"{source.PICKS} of {RUNS} runs" in texts(at.caption)
+    assert list(picker.options) == many[:reads.PICKS]  # the first of the Runs page's order
+    assert f"{reads.PICKS} of {RUNS} runs" in texts(at.caption)
     at.text_input(key="r-q").input("sweep1").run()
     assert list(at.selectbox[0].options) == [n for n in many if n.startswith("sweep1")]
     at.selectbox[0].set_value(many[1]).run()
@@ -258,10 +258,10 @@ def test_compare_and_incidents_offer_the_chosen_run_and_the_first_matches(many):
     chosen = many[-1]  # the last run listed: not among the first matches
     at = page("views/compare.py", runs=chosen)
     options = list(at.multiselect(key="k-runs").options)
-    assert options[0] == chosen and len(options) == source.PICKS + 1
+    assert options[0] == chosen and len(options) == reads.PICKS + 1
     at = page("views/incidents.py", run=chosen)
     options = list(at.selectbox(key="i-run").options)
-    assert options[:2] == ["every run", chosen] and len(options) == source.PICKS + 2
+    assert options[:2] == ["every run", chosen] and len(options) == reads.PICKS + 2
 
 
 def test_runs_page_explains_a_bad_parameter_and_a_page_past_the_end(many):

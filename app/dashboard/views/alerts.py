@@ -24,7 +24,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
 from ..alerts.duration import parse_duration
 from ..alerts.webhook import parse_facts
 from ..errors import CliffwatchError
-from . import source
+from . import backend, banner, wording
 
 ACTIVE = ("firing", "pending")
 # the States grid's columns, the ones a reader scans first, so they fit the page's width
@@ -78,17 +78,17 @@ def active_states(states: list[dict]) -> None:
     for s in sorted(active, key=lambda s: s.get("state") != "firing"):
         since = f" since step {s['changed_step']}" if s.get("changed_step") is not None else ""
         summary = summary_of(s.get("detail"))
-        detail = f": {source.md(summary)}" if summary else ""
-        line = (f"**{source.md(s.get('rule'))}** on **{source.md(s.get('run'))}** is "
-                f"{source.md(s.get('state'))}{since}{detail}")
+        detail = f": {wording.md(summary)}" if summary else ""
+        line = (f"**{wording.md(s.get('rule'))}** on **{wording.md(s.get('run'))}** is "
+                f"{wording.md(s.get('state'))}{since}{detail}")
         (st.error if s.get("state") == "firing" else st.warning)(line)
 
 
-@st.fragment(run_every=source.REFRESH_S)
+@st.fragment(run_every=backend.REFRESH_S)
 def live() -> None:
     from ..read import alerts as alerts_mod
 
-    view = alerts_mod.overview(source.state())
+    view = alerts_mod.overview(backend.state())
     active_states(view.get("states") or [])
     st.subheader("States")
     states = pd.DataFrame(view.get("states") or [])
@@ -125,13 +125,13 @@ def notifications(notes: list[dict]) -> None:
     rows = picked.selection.rows if picked is not None else []
     note = notes[rows[0] if rows and rows[0] < len(notes) else 0]
     st.caption(f"Notification {note.get('id')} in full (select another to read it):")
-    st.markdown(source.md(note.get("text") or ""))
+    st.markdown(wording.md(note.get("text") or ""))
 
 
 def rules_section(view: dict) -> list[str]:
     st.subheader("Rules")
-    st.caption(f"From {source.md(view.get('rules_source'))}. Notifications go to: "
-               + (source.md(", ".join(t["label"] for t in view.get("targets") or []))
+    st.caption(f"From {wording.md(view.get('rules_source'))}. Notifications go to: "
+               + (wording.md(", ".join(t["label"] for t in view.get("targets") or []))
                   or "the server log")
                + ".")
     rules = view.get("rules") or []
@@ -141,7 +141,7 @@ def rules_section(view: dict) -> list[str]:
     # a static table, whose cells wrap: each rule's "when" is read in full, never cut off
     # at the grid's column edge (issue 20, item 7)
     # st.table reads its cells as Markdown: a rule's runs "*" would be a bullet
-    shown = pd.DataFrame(rules)[["name", "type", "severity", "runs", "when"]].map(source.md)
+    shown = pd.DataFrame(rules)[["name", "type", "severity", "runs", "when"]].map(wording.md)
     st.table(shown.set_index("name"))
     return [r["name"] for r in rules]
 
@@ -150,7 +150,7 @@ def test_message() -> None:
     from ..alerts import actions as alerts_mod
 
     if st.button("Send test message", help="one test message to every webhook target"):
-        nid = alerts_mod.send_test(source.state())
+        nid = alerts_mod.send_test(backend.state())
         st.success(f"Test message {nid} queued; its delivery attempts show under Recent "
                    "notifications.")
 
@@ -174,22 +174,22 @@ def silence_form(rules: list[str]) -> None:
         raise CliffwatchError(f"for: {exc}") from None
     if seconds <= 0:
         raise CliffwatchError('for must be longer than 0, e.g. "2h"')
-    sid = alerts_mod.silence(source.state(), rule, run, seconds, comment or None)
-    st.success(f"Silence {sid}: {source.md(rule)} on {source.md(run)} for "
-               f"{source.md(duration)}.")
+    sid = alerts_mod.silence(backend.state(), rule, run, seconds, comment or None)
+    st.success(f"Silence {sid}: {wording.md(rule)} on {wording.md(run)} for "
+               f"{wording.md(duration)}.")
 
 
 def page() -> None:
     from ..read import alerts as alerts_mod
 
-    source.state()
+    backend.state()
     st.title("Alerts")
-    source.health_warning()
+    banner.health_warning()
     live()
-    rules = rules_section(alerts_mod.overview(source.state()))
+    rules = rules_section(alerts_mod.overview(backend.state()))
     test_message()
     if rules:
         silence_form(rules)
 
 
-source.guarded(page)
+backend.guarded(page)

@@ -13,22 +13,22 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
-from . import charts, export, picker, source
+from . import backend, banner, charts, export, picker, reads, url, wording
 
 ALIGN = ("step", "elapsed")
 
 
 def write_param(name: str, key: str) -> None:
-    source.set_params(**{name: st.session_state[key]})
+    url.set_params(**{name: st.session_state[key]})
 
 
 def pick() -> tuple[list[str], str, str] | None:
     """Runs, metric and alignment from the URL, shown in widgets that write back to it. The
     runs offered are those chosen plus the first matches of the search box, never every run."""
-    wanted = source.parse_list(st.query_params, "runs")
-    unknown = [r for r in wanted if not source.run_exists(r)]
+    wanted = url.parse_list(st.query_params, "runs")
+    unknown = [r for r in wanted if not reads.run_exists(r)]
     if unknown:
-        st.warning(f"No run named {source.md(', '.join(unknown))}; the Runs page lists every run.")
+        st.warning(f"No run named {wording.md(', '.join(unknown))}; the Runs page lists every run.")
     state = st.session_state
     state["k-runs"] = [r for r in wanted if r not in unknown]
     left, right = st.columns([2, 3])
@@ -42,11 +42,11 @@ def pick() -> tuple[list[str], str, str] | None:
     if not chosen:
         st.info("Pick two or more runs to overlay (the URL keeps them: /compare?runs=a,b).")
         return None
-    metrics = sorted({m for r in chosen for m in source.metric_names(r, source.version(r))})
+    metrics = sorted({m for r in chosen for m in reads.metric_names(r, reads.version(r))})
     metric = st.query_params.get("metric") or ("loss" if "loss" in metrics else metrics[0])
     if metric not in metrics:
-        st.warning(f"None of these runs has metric {source.md(repr(metric))}; showing "
-                   f"{source.md(metrics[0])}.")
+        st.warning(f"None of these runs has metric {wording.md(repr(metric))}; showing "
+                   f"{wording.md(metrics[0])}.")
         metric = metrics[0]
     align = st.query_params.get("x") if st.query_params.get("x") in ALIGN else "step"
     state["k-metric"], state["k-x"] = metric, align
@@ -59,16 +59,16 @@ def pick() -> tuple[list[str], str, str] | None:
     return chosen, metric, align
 
 
-@st.fragment(run_every=source.REFRESH_S)
+@st.fragment(run_every=backend.REFRESH_S)
 def live(chosen: list[str], metric: str, align: str) -> None:
     frames = {}
     for run in chosen:
-        ver = source.version(run)
-        frame = source.series(run, ver, (metric,), None, None, align).frame
+        ver = reads.version(run)
+        frame = reads.series(run, ver, (metric,), None, None, align).frame
         if not frame.empty:
             frames[run] = frame
     if not frames:
-        st.info(f"No values of {source.md(metric)} yet in {source.md(', '.join(chosen))}.")
+        st.info(f"No values of {wording.md(metric)} yet in {wording.md(', '.join(chosen))}.")
         return
     spec = charts.vega_lite(charts.compare_chart(frames, metric, x=align))
     st.vega_lite_chart(spec=spec, width="stretch", alt=f"{metric} of {', '.join(frames)}")
@@ -76,19 +76,19 @@ def live(chosen: list[str], metric: str, align: str) -> None:
                        mime="image/png", on_click="ignore", help="download the chart as an image")
     missing = [r for r in chosen if r not in frames]
     if missing:
-        st.caption(f"No {source.md(metric)} in {source.md(', '.join(missing))}.")
+        st.caption(f"No {wording.md(metric)} in {wording.md(', '.join(missing))}.")
 
 
 def page() -> None:
-    source.state()
+    backend.state()
     st.title("Compare runs")
-    source.health_warning()
-    if not source.have_runs():
-        source.no_runs_yet()
+    banner.health_warning()
+    if not reads.have_runs():
+        backend.no_runs_yet()
         return
     picked = pick()
     if picked:
         live(*picked)
 
 
-source.guarded(page)
+backend.guarded(page)

@@ -24,7 +24,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
 from ..diagnose.diagnosis import KIND_RANK
-from . import picker, source, unread
+from . import backend, banner, picker, reads, unread, url, wording
 
 KINDS = tuple(KIND_RANK)  # every kind diagnosis reports (a divergence was missing here)
 ALL = "every run"
@@ -32,19 +32,19 @@ ALL = "every run"
 
 def write_param(name: str, key: str) -> None:
     value = st.session_state[key]
-    source.set_params(**{name: None if value == ALL else value})
+    url.set_params(**{name: None if value == ALL else value})
 
 
 def filters() -> tuple[str | None, list[str]]:
     """Run and kinds from the URL, in widgets that write back to it. The runs offered are the
     first matches of the search box (and the run the URL names), never every run."""
     run = st.query_params.get("run")
-    if run and not source.run_exists(run):
-        st.warning(f"No run named {source.md(repr(run))}; showing every run (the Runs page "
+    if run and not reads.run_exists(run):
+        st.warning(f"No run named {wording.md(repr(run))}; showing every run (the Runs page "
                    "lists them).")
         run = None
     picker.remember(run)
-    kinds = [k for k in source.parse_list(st.query_params, "kind") if k in KINDS]
+    kinds = [k for k in url.parse_list(st.query_params, "kind") if k in KINDS]
     st.session_state["i-run"], st.session_state["i-kind"] = run or ALL, kinds
     search, left, right = st.columns([2, 2, 3])
     with search:
@@ -57,17 +57,17 @@ def filters() -> tuple[str | None, list[str]]:
     return run, kinds
 
 
-@st.fragment(run_every=source.REFRESH_S)
+@st.fragment(run_every=backend.REFRESH_S)
 def live(run: str | None, kinds: list[str]) -> None:
     missed = unread.notice((run,) if run else None)
-    table = source.incidents_table(run, tuple(kinds) or None)
+    table = reads.incidents_table(run, tuple(kinds) or None)
     if table.empty:
         read = " in the lines read" if missed else ""
-        st.info("No incidents" + (f" in {source.md(run)}" if run else "") + f"{read} so far: "
+        st.info("No incidents" + (f" in {wording.md(run)}" if run else "") + f"{read} so far: "
                 "detection looks for loss spikes, divergences, accuracy cliffs, stalls, "
                 "NaN/inf, a loss that never changes and a run that failed, as lines arrive.")
         return
-    table = table.assign(open=[source.run_url(r, lo, hi) for r, lo, hi in
+    table = table.assign(open=[url.run_url(r, lo, hi) for r, lo, hi in
                                zip(table["run"], table["from_step"], table["to_step"],
                                    strict=True)])
     picked = st.dataframe(
@@ -100,17 +100,17 @@ def in_full(incident) -> None:
                if pd.notna(incident["value"]) and pd.notna(incident["baseline"]) else "")
     detected = (f"; detected at {pd.Timestamp(incident['detected_at']):%Y-%m-%d %H:%M:%S}"
                 if pd.notna(incident["detected_at"]) else "")
-    st.markdown(f"**{source.md(incident['kind'])} in {source.md(incident['metric'])} at step "
-                f"{incident['step']}** ({source.md(incident['run'])}){through}{against}"
+    st.markdown(f"**{wording.md(incident['kind'])} in {wording.md(incident['metric'])} at step "
+                f"{incident['step']}** ({wording.md(incident['run'])}){through}{against}"
                 f"{detected}")
     # read/incidents gives causes joined by ", " and the evidence lines by " "
-    causes = source.md(text(incident["causes"])) or "none named"
-    evidence = source.md(text(incident["evidence"]))
+    causes = wording.md(text(incident["causes"])) or "none named"
+    evidence = wording.md(text(incident["evidence"]))
     st.markdown(f"Likely cause: **{causes}**" + (f"\n\nWhy: {evidence}" if evidence else ""))
 
 
 def number(value) -> str:
-    return source.md(f"{value:.4g}")
+    return wording.md(f"{value:.4g}")
 
 
 def text(value) -> str:
@@ -118,13 +118,13 @@ def text(value) -> str:
 
 
 def page() -> None:
-    source.state()
+    backend.state()
     st.title("Incidents")
-    source.health_warning()
-    if not source.have_runs():
-        source.no_runs_yet()
+    banner.health_warning()
+    if not reads.have_runs():
+        backend.no_runs_yet()
         return
     live(*filters())
 
 
-source.guarded(page)
+backend.guarded(page)

@@ -19,14 +19,14 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
 from ..command import COMMAND
 from ..errors import CliffwatchError
 from ..read.runs import Ask
-from . import picker, source, unread
+from . import backend, banner, picker, reads, unread, url, wording
 
 RUN_PAGE = "views/run.py"
 STATUS = {"all": "every run", "live": "live", "finished": "ended or idle"}
 # runs a page shows unless its URL says ?limit=: each shown run's newest lines are read when
 # it has new lines (two small queries a run), so fewer than /api/runs's 50. With 10,000 runs
 # present, on 2 busy cores, a 25-run page cost 270 ms of CPU read afresh and 74 ms refreshed
-# while its runs wrote nothing (source.runs_page keeps their rows)
+# while its runs wrote nothing (reads.runs_page keeps their rows)
 ROWS = 25
 STATE_HELP = ("live; stalled: no line for longer than the stall rule's budget; finished or "
               "failed: run_end said so, or another trainer's log marks the end of training; "
@@ -41,21 +41,21 @@ def forward_old_link() -> None:
     if not run:
         return
     params = {"run": run}
-    view = source.parse_run_view(st.query_params)
+    view = url.parse_run_view(st.query_params)
     if view.step is not None:
-        params["from"], params["to"] = source.around(view.step)
+        params["from"], params["to"] = url.around(view.step)
     st.switch_page(RUN_PAGE, query_params=params)
 
 
 def waiting() -> None:
-    logdir = source.md(source.logdir())
+    logdir = wording.md(backend.logdir())
     st.info(f"Waiting for logs in {logdir} ... Each run is a folder there holding "
             "`metrics.jsonl` (one JSON object per line with an integer `step` and numbers, "
             'e.g. `{"step": 1, "loss": 0.79}`), and optionally `events.jsonl` and `run.json` '
             "(docs/log-format.md), or another trainer's log: any `*.jsonl`, "
             "`trainer_state.json`, TensorBoard's `events.out.tfevents.*`, llm.c's `main.log` "
             f"(docs/formats.md). `{COMMAND} replay samples/seed-cliff --to "
-            f"{source.logdir()}/seed-cliff` writes an example run.")
+            f"{backend.logdir()}/seed-cliff` writes an example run.")
 
 
 def ask_of_url(warn: bool = True) -> Ask:
@@ -65,18 +65,18 @@ def ask_of_url(warn: bool = True) -> Ask:
                          page=ROWS)
     except CliffwatchError as exc:
         if warn:
-            st.warning(f"{source.md(exc)}; showing the first page of every run.")
+            st.warning(f"{wording.md(exc)}; showing the first page of every run.")
         return Ask(limit=ROWS)
 
 
 def write_filter(name: str, key: str) -> None:
     """A filter's on_change: its value into the URL, back to the first page."""
     value = st.session_state[key]
-    source.set_params(**{name: None if value in ("", "all") else value, "offset": None})
+    url.set_params(**{name: None if value in ("", "all") else value, "offset": None})
 
 
 def go_to(offset: int | None) -> None:
-    source.set_params(offset=offset or None)
+    url.set_params(offset=offset or None)
 
 
 def filters(ask: Ask) -> None:
@@ -91,10 +91,10 @@ def filters(ask: Ask) -> None:
                 format_func=STATUS.get, on_change=write_filter, args=("status", "runs-status"))
 
 
-@st.fragment(run_every=source.REFRESH_S)
+@st.fragment(run_every=backend.REFRESH_S)
 def live() -> None:
     ask = ask_of_url(warn=False)  # the URL as of now (paging changes it)
-    found = source.runs_page(ask)
+    found = reads.runs_page(ask)
     if found.table.empty:
         unread.notice()  # a folder whose only file is no log is no run, yet it is not read
         if not (found.total or ask.q or ask.status):
@@ -105,7 +105,7 @@ def live() -> None:
             st.info(f"This page is past the last of {found.total} run(s); Previous goes back.")
             paging(found)
         return
-    table = found.table.assign(open=[source.run_url(run) for run in found.table["run"]])
+    table = found.table.assign(open=[url.run_url(run) for run in found.table["run"]])
     st.dataframe(table, hide_index=True, width="stretch", column_order=COLUMN_ORDER,
                  column_config=column_config())
     paging(found)
@@ -153,18 +153,18 @@ def paging(found) -> None:
     cols[1].button("Next", key="runs-next", disabled=found.next is None, on_click=go_to,
                    args=(found.next,))
     if shown:
-        cols[2].caption(f"{found.total} run(s) in {source.md(source.logdir())}; showing "
+        cols[2].caption(f"{found.total} run(s) in {wording.md(backend.logdir())}; showing "
                         f"{ask.offset + 1}–{ask.offset + shown}, live first, then the most "
-                        f"recently written; refreshed every {source.REFRESH_S} s.")
+                        f"recently written; refreshed every {backend.REFRESH_S} s.")
 
 
 def page() -> None:
-    source.state()
+    backend.state()
     forward_old_link()
     st.title("Runs")
-    source.health_warning()
+    banner.health_warning()
     filters(ask_of_url())
     live()
 
 
-source.guarded(page)
+backend.guarded(page)

@@ -30,7 +30,7 @@ from ..db import queries
 from ..db.readonly import run_readonly
 from ..errors import CliffwatchError
 from ..state import ADHOC_SLOTS
-from . import charts, export, picker, source
+from . import backend, charts, export, picker, url, wording
 
 PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 PARAM_PREFIX = "p_"
@@ -47,15 +47,15 @@ def start_from(name: str) -> None:
               for p in query.params.values()}
     if "run" in query.params:
         values[f"{PARAM_PREFIX}run"] = picker.last_run() or values[f"{PARAM_PREFIX}run"]
-    source.set_params(q=query.sql.strip(), **values)
+    url.set_params(q=query.sql.strip(), **values)
 
 
 def write_query() -> None:
-    source.set_params(q=st.session_state["s-q"])
+    url.set_params(q=st.session_state["s-q"])
 
 
 def write_value(name: str) -> None:
-    source.set_params(**{PARAM_PREFIX + name: st.session_state["s-p-" + name]})
+    url.set_params(**{PARAM_PREFIX + name: st.session_state["s-p-" + name]})
 
 
 def typed(name: str, text: str, query) -> object:
@@ -80,7 +80,7 @@ def named_picker() -> queries.Query | None:
                         help=current.description if current else
                         "the queries cliffwatch itself runs, from queries/*.sql")
     if pick and pick != chosen:
-        source.set_params(query=pick)
+        url.set_params(query=pick)
         start_from(pick)
         st.rerun()
     if current is not None and current.description:
@@ -116,9 +116,9 @@ def show(result) -> None:
     frame = result_frame(result)
     note = result.truncation_message()
     if note:
-        st.warning(source.md(note))
+        st.warning(wording.md(note))
     if frame.shape == (1, 1):
-        st.metric(source.md(frame.columns[0]), source.md(frame.iat[0, 0]))
+        st.metric(wording.md(frame.columns[0]), wording.md(frame.iat[0, 0]))
     st.caption(f"{len(frame)} row(s) in {result.elapsed_s:.3f} s")
     st.dataframe(frame, hide_index=True, width="stretch")
     chart = charts.quick_chart(frame) if len(frame) > 1 else None
@@ -138,19 +138,19 @@ PRESSED = "s-pressed"  # session state: the query and values Run was last presse
 def run(text: str, values: dict) -> None:
     """The query in one of the ad-hoc slots /api/sql takes. The wait is bounded: this script
     thread cannot be interrupted while it waits."""
-    state = source.state()
+    state = backend.state()
     settings = state.settings
     if not state.adhoc_slots.take(wait_s=settings.sql_time_limit):
         st.warning(f"{ADHOC_SLOTS} ad-hoc queries are already running (this page and "
                    "/api/sql share them); press Run again when they finish.")
         return
     try:
-        result = run_readonly(source.cursor(), text, params=values or None,
+        result = run_readonly(backend.cursor(), text, params=values or None,
                               max_rows=settings.sql_max_rows,
                               time_limit=settings.sql_time_limit,
                               max_bytes=settings.sql_max_bytes)
     except (CliffwatchError, duckdb.Error) as exc:
-        st.error(source.md(exc))
+        st.error(wording.md(exc))
         return
     finally:
         state.adhoc_slots.release()
@@ -171,7 +171,7 @@ def run_if_pressed(text: str, values: dict, pressed: bool) -> None:
 
 
 def page() -> None:
-    source.state()
+    backend.state()
     st.title("SQL")
     st.caption("Read-only SQL on the monitor's database (tables and views: metrics, "
                "metrics_all, events, runs, incidents, ...). Results stop at --sql-max-rows.")
@@ -184,4 +184,4 @@ def page() -> None:
     run_if_pressed(text, params(text, query) if text else {}, pressed)
 
 
-source.guarded(page)
+backend.guarded(page)
