@@ -10,11 +10,11 @@
 -- param points: about how many buckets per rank and attempt (default: 500) (example: 500)
 WITH lines AS (
     SELECT rank, attempt, step,
-           coalesce(elapsed_s, "time") - lag(coalesce(elapsed_s, "time")) OVER w AS seconds,
-           step - lag(step) OVER w AS steps
+           -- the gap rule (migration 0028), each rank a stream of its own
+           line_gap(line_clock(elapsed_s, "time"), rank, attempt, rowid) AS seconds,
+           line_gap(step, rank, attempt, rowid) AS steps
     FROM ranks_all
     WHERE run = $run
-    WINDOW w AS (PARTITION BY rank, attempt ORDER BY rowid)
 ), timed AS (
     SELECT * FROM lines WHERE seconds IS NOT NULL AND steps > 0
 ), span AS (

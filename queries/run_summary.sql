@@ -16,7 +16,7 @@ SELECT
 FROM runs AS r
 LEFT JOIN (
     SELECT run, count(*) AS lines, min(step) AS first_step, max(step) AS last_step,
-           max(coalesce(elapsed_s, "time")) - min(coalesce(elapsed_s, "time")) AS elapsed_s,
+           max(line_clock(elapsed_s, "time")) - min(line_clock(elapsed_s, "time")) AS elapsed_s,
            count(DISTINCT attempt) AS attempts,
            arg_max(COLUMNS(lambda c: c = coalesce($metric, 'loss')), step) AS last_loss,
            min(COLUMNS(lambda c: c = coalesce($metric, 'loss'))) AS best_loss

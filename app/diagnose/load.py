@@ -48,8 +48,9 @@ def frame_of(table: pa.Table, watch: Watch) -> pd.DataFrame:
 
 
 def _clock(table: pa.Table) -> np.ndarray:
-    """Seconds for time gaps, line by line: elapsed_s where logged, else the Unix time (as
-    the line_gaps view does), so the answer does not depend on which lines came together."""
+    """Seconds for time gaps, line by line: elapsed_s where logged, else the Unix time (the
+    gap rule's line_clock, migration 0028, here on a frame the detector pairs line by line),
+    so the answer does not depend on which lines came together."""
     clock = pa.nulls(len(table), pa.float64())
     for name in ("time", "elapsed_s"):
         if name in table.column_names:

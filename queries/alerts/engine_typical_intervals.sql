@@ -4,12 +4,12 @@
 --   One scan for every run that needs it.
 -- param runs: run ids (example: ['seed-cliff'])
 WITH recent AS (
-    SELECT run, attempt, line_id, coalesce(elapsed_s, "time") AS t,
+    SELECT run, attempt, line_id, line_clock(elapsed_s, "time") AS t,
            row_number() OVER (PARTITION BY run ORDER BY line_id DESC) AS back
     FROM metrics_all
     WHERE list_contains($runs, run)
 ), gaps AS (
-    SELECT run, t - lag(t) OVER (PARTITION BY run, attempt ORDER BY line_id) AS gap_s
+    SELECT run, line_gap(t, run, attempt, line_id) AS gap_s  -- the gap rule, migration 0028
     FROM recent
     WHERE back <= 65
 )

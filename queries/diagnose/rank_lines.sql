@@ -8,7 +8,7 @@
 -- param run: run id, or NULL for every run (example: 'restarts')
 -- param after: the highest rowid already read, -1 for none (example: -1)
 -- param upto: the highest rowid to read, NULL for all (default: NULL) (example: NULL)
-SELECT run, rank, attempt, step, coalesce(elapsed_s, "time") AS clock, data_wait_s, line_id
+SELECT run, rank, attempt, step, line_clock(elapsed_s, "time") AS clock, data_wait_s, line_id
 FROM (
     SELECT rowid AS line_id, * FROM ranks_all
     WHERE ($run IS NULL OR run = $run) AND rowid > $after

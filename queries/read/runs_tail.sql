@@ -10,7 +10,7 @@
 -- param hi: last rowid of the range (example: 100000)
 -- param window_s: seconds of the log's clock the pace is measured over (default: 300) (example: 300.0)
 WITH lines AS (
-    SELECT line_id, attempt, step, coalesce(elapsed_s, "time") AS t, loss, accuracy
+    SELECT line_id, attempt, step, line_clock(elapsed_s, "time") AS t, loss, accuracy
     FROM (
         SELECT rowid AS line_id, * FROM metric_rows
         WHERE file_id = $file AND rowid BETWEEN $lo AND $hi

@@ -25,14 +25,13 @@ WITH src AS (
     UNION ALL BY NAME  -- elapsed_s and time are columns only once a log has carried them
     SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
 ), paired AS (  -- the attempt's line before each line; before the first, the one at `after`
-    -- (one window, one sort: lag("~line") is NULL only on the attempt's first line here)
-    SELECT *, coalesce(elapsed_s, "time") AS "~t",
-        CASE WHEN lag("~line") OVER w IS NOT NULL THEN lag(step) OVER w
-             WHEN attempt = $prev_attempt THEN $prev_step END AS "~prev_step",
-        CASE WHEN lag("~line") OVER w IS NOT NULL THEN lag(coalesce(elapsed_s, "time")) OVER w
-             WHEN attempt = $prev_attempt THEN $prev_t END AS "~prev_t"
+    -- (the gap rule, migration 0028; one window, one sort: every lag is over the same one;
+    -- the stream is NULL: a chunk is of one file already)
+    SELECT *, line_clock(elapsed_s, "time") AS "~t",
+        line_before_or(step, NULL, attempt, "~line", $prev_attempt, $prev_step) AS "~prev_step",
+        line_before_or(line_clock(elapsed_s, "time"), NULL, attempt, "~line",
+                       $prev_attempt, $prev_t) AS "~prev_t"
     FROM src
-    WINDOW w AS (PARTITION BY attempt ORDER BY "~line")
 ), lines AS (
     SELECT "~line", attempt AS "~attempt", step AS "~step", elapsed_s AS "~elapsed",
         "time" AS "~time", "~prev_step", "~prev_t",

@@ -17,18 +17,13 @@ WITH src AS (
     WHERE file_id = $file AND rowid > $after AND rowid <= coalesce($upto, 9223372036854775807)
     UNION ALL BY NAME  -- elapsed_s and time are columns only once a log has carried them
     SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
-), ordered AS (
-    SELECT *, coalesce(elapsed_s, "time") AS "~t", row_number() OVER w = 1 AS "~first"
-    FROM src
-    WINDOW w AS (PARTITION BY attempt ORDER BY "~line")
 ), paired AS (  -- the attempt's line before each line; before the first, the one at `after`
-    SELECT *,
-        CASE WHEN NOT "~first" THEN lag(step) OVER w
-             WHEN attempt = $prev_attempt THEN $prev_step END AS "~prev_step",
-        CASE WHEN NOT "~first" THEN lag("~t") OVER w
-             WHEN attempt = $prev_attempt THEN $prev_t END AS "~prev_t"
-    FROM ordered
-    WINDOW w AS (PARTITION BY attempt ORDER BY "~line")
+    -- (the gap rule, migration 0028; the stream is NULL: a chunk is of one file already)
+    SELECT *, line_clock(elapsed_s, "time") AS "~t",
+        line_before_or(step, NULL, attempt, "~line", $prev_attempt, $prev_step) AS "~prev_step",
+        line_before_or(line_clock(elapsed_s, "time"), NULL, attempt, "~line",
+                       $prev_attempt, $prev_t) AS "~prev_t"
+    FROM src
 ), lines AS (
     SELECT "~line", attempt AS "~attempt", step AS "~step", elapsed_s AS "~elapsed",
         "time" AS "~time", "~prev_step", "~prev_t",
