@@ -7,7 +7,7 @@ decoding of its lines (27 s for 1,000 logs of 1,000 lines, against 1.8 s for one
 given its file's id as the key ``file_id``, and stored by one ``read_json`` and one
 transaction per group (``GROUP_BYTES``), which commits every file's rows with its position::
 
-    rows = batch.store(store, root, [(state, "run1/metrics.jsonl"), ...], scratch, unsure)
+    rows = batch.store(store, root, [(state, "run1/metrics.jsonl"), ...], scratch)
 
 Only what the fast path (fast.py) would store the same way is taken: a metrics log never
 read, ending in a newline, clean bytes (chunk.py), every line an object at its start, a plain
@@ -38,11 +38,12 @@ import orjson
 
 from . import attempts
 from . import chunk as clean
-from .columns import column_name, fold, is_metric_column
-from .filestate import FileState, adopt, grown
-from .openfile import Refused, open_log
+from .columns import column_name, fold
+from .filestate import FileState, grown
+from .openfile import Refused as Unopened
+from .openfile import open_log
 from .segment import Segment
-from .store import Store
+from .store import UNBOUND, Refused, Store, smaller
 
 KEY = "new logs stored together"  # the tailer's Backoff key for this work
 KIND = "metrics"  # rank files name their rank in the path: they take the fast path alone
@@ -68,10 +69,6 @@ class Ready:
     stored: FileState | None = None  # ``new`` as the last transaction stored it
 
 
-class _Refused(Exception):
-    """The transaction found what the checks before it could not: roll back, split."""
-
-
 def candidates(states) -> list[FileState]:
     """Files the batch may take: metrics logs no transaction has touched yet."""
     return [s for s in states if s.kind == KIND and s.state == "ok" and s.offset == 0
@@ -79,13 +76,13 @@ def candidates(states) -> list[FileState]:
 
 
 def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scratch: Path,
-          unsure: set[str], budget: int = GROUP_BYTES) -> int:
+          budget: int = GROUP_BYTES) -> int:
     """Store the logs that qualify, a group of at most ``budget`` bytes (and GROUP_BYTES) to
     a transaction; returns rows committed. A file not committed is left as it was, for the
-    tailer to read alone. If a COMMIT raises (it may still have committed), its files' paths
-    are added to ``unsure`` (the tailer reads their rows back from ``files`` first) and the
-    error is raised. Called every tick, with or without files (a success ends the tailer's
-    backoff of KEY, and what health says of it)."""
+    tailer to read alone. If a COMMIT raises (it may still have committed), store.Uncertain
+    names its files (the tailer reads their rows back from ``files`` first). Called every
+    tick, with or without files (a success ends the tailer's backoff of KEY, and what health
+    says of it)."""
     if len(files) < MIN_FILES:
         return 0
     rows = 0
@@ -96,7 +93,7 @@ def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scrat
         ahead = reader.submit(next, groups, None)
         while (group := ahead.result()) is not None:
             ahead = reader.submit(next, groups, None)
-            rows += _store_group(db_store, group, scratch, unsure)
+            rows += _store_group(db_store, group, scratch)
     return rows
 
 
@@ -129,7 +126,7 @@ def _read(root: Path, state: FileState, rel: str) -> Ready | None:
     """The log read whole from its checked descriptor, if it qualifies (else None)."""
     try:
         handle = open_log(root, rel)
-    except (OSError, Refused):
+    except (OSError, Unopened):
         return None  # the tailer finds out why, and records it
     with handle:
         size = handle.info.st_size
@@ -186,70 +183,54 @@ def _with_id(data: bytes, file_id: int) -> tuple[bytes, int]:
     return tagged, 1 + (len(tagged) - len(tag) - len(data) + 1) // (len(tag) - 1)
 
 
-def _store_group(db_store: Store, group: list[Ready], scratch: Path, unsure: set[str]) -> int:
+def _store_group(db_store: Store, group: list[Ready], scratch: Path) -> int:
     """One group in one transaction; a group that fails is split in halves, down to one
-    file (which the tailer then reads alone, and records why)."""
+    file (which the tailer then reads alone, and records why): store.smaller's rule, the fast
+    path's too (out of memory splits the group, since a smaller one may fit)."""
     if not group:
         return 0
     try:
-        return _commit(db_store, group, scratch, unsure)
-    except (_Refused, duckdb.Error, OSError):
-        if any(ready.state.path in unsure for ready in group):
-            raise  # its COMMIT raised: the tailer backs off and reads the files back
+        return _commit(db_store, group, scratch)
+    except Exception as exc:
+        if not smaller(exc):
+            raise  # an Uncertain COMMIT: the tailer backs off and reads the files back
         if len(group) == 1:
             return 0
         half = len(group) // 2
-        return (_store_group(db_store, group[:half], scratch, unsure)
-                + _store_group(db_store, group[half:], scratch, unsure))
+        return (_store_group(db_store, group[:half], scratch)
+                + _store_group(db_store, group[half:], scratch))
 
 
-def _commit(db_store: Store, group: list[Ready], scratch: Path, unsure: set[str]) -> int:
+def _commit(db_store: Store, group: list[Ready], scratch: Path) -> int:
     """The group in one transaction. Its columns come from its first lines when they may
     stand for DuckDB's whole sample (as fast.py's do), else from a DESCRIBE of the lines."""
     keys = _keys(group)
     if keys is None:
-        raise _Refused("two spellings of a key")
+        raise Refused("two spellings of a key")
     path = _scratch_file(scratch, keys, group)
     try:
         doubles = _first_line_columns(db_store, keys)
-        rows = _UNBOUND if doubles is None else _transaction(db_store, group, path, doubles,
-                                                             unsure)
-        if rows is _UNBOUND:
-            rows = _transaction(db_store, group, path, _columns(db_store, path), unsure)
-        if rows is _UNBOUND:
-            raise _Refused("a key DuckDB's sample holds has no column")
+        rows = UNBOUND if doubles is None else _transaction(db_store, group, path, doubles)
+        if rows is UNBOUND:
+            rows = _transaction(db_store, group, path, _columns(db_store, path))
+        if rows is UNBOUND:
+            raise Refused("a key DuckDB's sample holds has no column")
     finally:
         path.unlink(missing_ok=True)
-    for ready in group:
-        adopt(ready.state, ready.stored)
     return rows
 
 
-_UNBOUND = object()  # the insert named a key with no column: describe the lines, try again
-
-
-def _transaction(db_store: Store, group: list[Ready], path: Path, doubles: list[str],
-                 unsure: set[str]):
-    """Rows committed, or _UNBOUND (rolled back) if the insert did not bind."""
-    cur = db_store.db.cursor()
-    cur.begin()
-    try:
+def _transaction(db_store: Store, group: list[Ready], path: Path, doubles: list[str]):
+    """Rows committed (each file's position with them, by store.transaction), or UNBOUND
+    (rolled back) if the insert did not bind."""
+    def work(cur):
         rows = _insert(db_store, group, path, doubles)
-    except duckdb.BinderException:
-        db_store.rollback(cur)
-        return _UNBOUND
-    except BaseException:
-        db_store.rollback(cur)
-        raise
+        return rows, [(ready.state, ready.stored) for ready in group]
+
     try:
-        cur.commit()
-    except BaseException:
-        # a COMMIT that raised may still have committed: the tailer reads these files' rows
-        # back before it reads them again
-        db_store.rollback(cur)
-        unsure.update(ready.state.path for ready in group)
-        raise
-    return rows
+        return db_store.transaction(work, [ready.state.path for ready in group])
+    except duckdb.BinderException:
+        return UNBOUND
 
 
 def _keys(group: list[Ready]) -> list[str] | None:
@@ -290,11 +271,9 @@ def _first_line_columns(db_store: Store, keys: list[str]) -> list[str] | None:
     known = db_store.known(TABLE)
     if not set(known) <= {fold(k) for k in keys} | clean.OWN_COLUMNS:
         return None
-    new = [k for k in keys if fold(k) not in known]
-    if sum(map(is_metric_column, new)) > db_store.max_columns - sum(map(is_metric_column,
-                                                                        known)):
+    if not db_store.fits(TABLE, keys):
         return None
-    db_store.add_columns(TABLE, new)
+    db_store.add_columns(TABLE, [k for k in keys if fold(k) not in known])
     return [k for k in keys if k != "step"]
 
 
@@ -307,10 +286,9 @@ def _columns(db_store: Store, path: Path) -> list[str]:
     ours = fold(ID)
     if names is None or any((fold(d[0]) == ours and d[0] != ID) or _renamed_from(d[0]) == ours
                             for d in described):
-        raise _Refused("a key needs mapping to its column, or a value is no number")
-    room = db_store.max_columns - sum(map(is_metric_column, known))
-    if sum(map(is_metric_column, names)) > room:
-        raise _Refused("more keys than --max-metric-columns leaves room for")
+        raise Refused("a key needs mapping to its column, or a value is no number")
+    if not db_store.fits(TABLE, names):
+        raise Refused("more keys than --max-metric-columns leaves room for")
     db_store.add_columns(TABLE, names)
     return [d[0] for d in described if d[0] not in {ID, "step", "buckets"}]
 
@@ -334,11 +312,11 @@ def _insert(db_store: Store, group: list[Ready], path: Path, doubles: list[str])
     for ready in group:
         rows, backs, first, last = found.get(ready.state.file_id, (0, 0, None, None))
         if rows != ready.lines or backs or first != ready.first["step"]:
-            raise _Refused(f"{ready.state.path}: its rows are not its lines")
+            raise Refused(f"{ready.state.path}: its rows are not its lines")
         # a copy: a transaction that fails (the group is then split) must leave it as read
         ready.stored = copy.copy(ready.new)
         if not attempts.takes(first, ready.stored):
-            raise _Refused(f"{ready.state.path}: its first step may start an attempt")
+            raise Refused(f"{ready.state.path}: its first step may start an attempt")
         starts += attempts.first(first, ready.stored, None)
         ready.stored.last_step = int(last)
     db.run("ingest/insert_attempts_batch", {

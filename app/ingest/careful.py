@@ -22,6 +22,7 @@ import logging
 import orjson
 
 from ..lazy import LazyModule
+from .backoff import describe
 from .filestate import FileState
 from .formats import EVENT, TRAIN, Record, jsonl, system, textlog
 from .formats.keymap import KeyMap
@@ -59,6 +60,20 @@ def store(db_store: Store, segment: Segment) -> int:
     return line_by_line(db_store, segment)
 
 
+def store_late(db_store: Store, state: FileState, old: FileState,
+               data: bytes) -> tuple[int, str | None]:
+    """Lines a rotated file got after the switch (tail.py): numbered after that file's last
+    line (``old``), stored with the tracked file's row unchanged. Returns (rows, None), or
+    (0, why) when the database refuses them for their content (they are not read)."""
+    parsed = parse(state.kind, data, old.offset, old, None, db_store.keymap(state.run))
+    try:
+        return db_store.commit(state, Batch(parsed, copy.copy(state), rotated=old)), None
+    except Exception as exc:
+        if not content_error(exc):
+            raise
+        return 0, describe(exc)
+
+
 def line_by_line(db_store: Store, segment: Segment) -> int:
     """The backstop for a line the database refuses for what it holds: each line in its own
     transaction, read by ``parse`` as in a batch, and one refused for its content is recorded
@@ -78,7 +93,7 @@ def line_by_line(db_store: Store, segment: Segment) -> int:
             problem = Problem(offset, "error", f"could not store this line "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0]}); skipped",
                               excerpt(raw))
-            db_store.commit(state, Batch(Parsed(problems=[problem]), new, reason))
+            db_store.record(state, new, problem, reason=reason)
         before, reason, offset = copy.copy(state), None, offset + len(line.data)
     return rows
 

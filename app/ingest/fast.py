@@ -26,10 +26,10 @@ import duckdb
 
 from . import attempts
 from . import chunk as clean
-from .columns import fold, is_metric_column
-from .filestate import FileState, adopt
+from .columns import fold
+from .filestate import FileState
 from .segment import Segment
-from .store import TABLES, Store
+from .store import TABLES, UNBOUND, Refused, Store, smaller
 
 # A rank line's own "rank" is left out by insert_direct_ranks.sql: the file names the rank.
 SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}
@@ -39,13 +39,6 @@ SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}
 class Outcome:
     rows: int = 0  # rows committed
     refused: str | None = None  # why nothing was written: the careful path reads the segment
-
-
-_UNBOUND = object()  # the insert named a key with no column: describe the chunk and try again
-
-
-class _Refused(Exception):
-    """The transaction found what the byte checks could not: roll back and say why."""
 
 
 def store(db_store: Store, segment: Segment, scratch: Path,
@@ -80,41 +73,32 @@ def _commit(db_store: Store, segment: Segment, chunk: clean.Chunk) -> Outcome:
     doubles = _first_line_columns(db_store, segment.state.kind, chunk)
     if doubles is not None:
         outcome = _transaction(db_store, segment, chunk, doubles)
-        if outcome is not _UNBOUND:
+        if outcome is not UNBOUND:
             return outcome
     doubles = _columns_for(db_store, segment.state.kind, chunk)
     if isinstance(doubles, str):
         return Outcome(refused=doubles)
     outcome = _transaction(db_store, segment, chunk, doubles)
     return Outcome(refused="a key DuckDB's sample holds has no column") \
-        if outcome is _UNBOUND else outcome
+        if outcome is UNBOUND else outcome
 
 
 def _transaction(db_store: Store, segment: Segment, chunk: clean.Chunk, doubles: list[str]):
-    """The insert in one transaction: an Outcome, or _UNBOUND when it did not bind."""
-    state = segment.state
-    new = segment.after()
-    cur = db_store.db.cursor()
-    cur.begin()
+    """The insert in one transaction (store.py's): an Outcome, or UNBOUND when it did not
+    bind. What goes to the careful path is store.smaller's rule, the batch's too; a COMMIT
+    that raised is raised as Uncertain: the bytes never go to the careful path at once (it
+    would store them twice)."""
+    state, new = segment.state, segment.after()
     try:
-        rows = _insert(db_store, state, new, chunk, doubles)
+        rows = db_store.transaction(
+            lambda cur: (_insert(db_store, state, new, chunk, doubles), [(state, new)]),
+            [state.path])
     except duckdb.BinderException:
-        db_store.rollback(cur)
-        return _UNBOUND
-    except (duckdb.Error, _Refused) as exc:
-        db_store.rollback(cur)
+        return UNBOUND
+    except Exception as exc:
+        if not smaller(exc):
+            raise
         return Outcome(refused=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    except BaseException:  # never leave the transaction open
-        db_store.rollback(cur)
-        raise
-    try:
-        cur.commit()
-    except BaseException:
-        # a COMMIT that raised may still have committed: never give the bytes to the careful
-        # path at once (it would store them twice); the tailer reads the file's row back
-        db_store.rollback(cur)
-        raise
-    adopt(state, new)
     return Outcome(rows)
 
 
@@ -123,7 +107,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     """The rows, the attempt their first step may start, and the file's new position."""
     db = db_store.db
     if not attempts.takes(chunk.first_step, new):
-        raise _Refused("its first step does not rise from the file's last (the careful path "
+        raise Refused("its first step does not rise from the file's last (the careful path "
                        "tells a resume from a repeated line)")
     starts = attempts.first(chunk.first_step, new, None)
     params = {"path": str(chunk.path), "attempt": new.attempt, "file_id": state.file_id,
@@ -135,9 +119,9 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     written = db.run(query, params).fetchall()[0][0]
     scan = chunk.result()  # a whole log's scan ran beside DuckDB's read
     if not scan.clean:
-        raise _Refused("not clean (a string, boolean or CR)")
+        raise Refused("not clean (a string, boolean or CR)")
     if written != scan.lines:
-        raise _Refused(f"DuckDB stored {written} rows of {scan.lines} lines (a blank line, or "
+        raise Refused(f"DuckDB stored {written} rows of {scan.lines} lines (a blank line, or "
                        "a value beyond a double, left out)")
     first, last, backs = scan.first_step, scan.last_step, 0
     if not scan.steps:  # a log read whole: its order is checked here, after the insert
@@ -145,7 +129,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
             "ingest/check_rising", {"file_id": state.file_id, "attempt": new.attempt},
             identifiers={"table": TABLES[state.kind]}).fetchall()[0]
     if backs or first != chunk.first_step:
-        raise _Refused("a step does not rise (a resume inside the file)")
+        raise Refused("a step does not rise (a resume inside the file)")
     new.last_step = int(last)
     if chunk.whole:
         new.lines = new.lines + scan.lines  # counted while DuckDB read the file
@@ -170,10 +154,9 @@ def _first_line_columns(db_store: Store, kind: str, chunk: clean.Chunk) -> list[
     names = clean.first_line_columns(chunk.first, known)
     if names is None:
         return None
-    new = [name for name in names if fold(name) not in known]
-    if sum(map(is_metric_column, new)) > db_store.max_columns - sum(map(is_metric_column, known)):
+    if not db_store.fits(table, names):
         return None
-    db_store.add_columns(table, new)
+    db_store.add_columns(table, [name for name in names if fold(name) not in known])
     return names
 
 
@@ -195,8 +178,7 @@ def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | 
     names = clean.new_columns(described, known, skip)
     if names is None:
         return "a key needs mapping to its column, or a value is no number"
-    room = db_store.max_columns - sum(map(is_metric_column, known))
-    if sum(map(is_metric_column, names)) > room:
+    if not db_store.fits(table, names):
         return "more keys than --max-metric-columns leaves room for"
     db_store.add_columns(table, names)
     return [d[0] for d in described if d[0] not in skip | {"step", "buckets"}]

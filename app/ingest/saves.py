@@ -190,4 +190,4 @@ def _superseded(store: Store, old: FileState, path: str) -> None:
     new = copy.copy(old)
     new.state = "skipped"
     note = Problem(0, "info", f"read up to step {old.last_step}; {path} goes on from there")
-    store.commit(old, Batch(Parsed(problems=[note]), new))
+    store.record(old, new, note)

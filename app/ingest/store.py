@@ -23,7 +23,7 @@ import duckdb
 from ..db.database import Database
 from ..lazy import LazyModule
 from ..settings import REGISTRY
-from . import attempts
+from . import attempts, memory
 from .columns import OVERFLOW, column_name, fold, is_metric_column
 from .filestate import FileState, adopt
 from .formats import keymap
@@ -85,6 +85,37 @@ def content_error(exc: BaseException) -> bool:
     return isinstance(exc, CONTENT_ERRORS)
 
 
+def smaller(exc: BaseException) -> bool:
+    """The one rule of the fast path and the batch on a failure inside their transaction:
+    whether the bytes go to a smaller reading (the careful path, which needs no read_json
+    buffer and can skip one line for its content; or half the group). True for a refusal
+    (Refused, a database error about the bytes) and for a resource error that less memory
+    may avoid (out of memory, I/O): neither is taken for a line's content, since only the
+    careful path skips a line, and only for ``content_error``. False, so raised to the
+    tailer, for a database DuckDB invalidated (memory.fatal) and for a COMMIT that may have
+    committed (Uncertain: the tailer reads the files' rows back before any reading again)."""
+    return isinstance(exc, Refused | duckdb.Error | OSError) and not memory.fatal(exc)
+
+
+class Refused(Exception):
+    """A transaction of the fast path or the batch found what the checks before it could not:
+    it is rolled back, nothing is written, and the bytes go to a path that reads them in
+    smaller pieces (the careful path, or half the group)."""
+
+
+class Uncertain(Exception):
+    """A COMMIT raised: it may still have committed, so reading those bytes again at once
+    could store them twice. ``paths``: the files whose rows are read back from ``files``
+    (filestate.refresh) before they are read again; the COMMIT's error is ``__cause__``."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__(f"a COMMIT raised for {len(paths)} file(s)")
+        self.paths = paths
+
+
+UNBOUND = object()  # an insert named a key with no column: describe the lines and try again
+
+
 class Store:
     def __init__(self, db: Database, max_columns: int = MAX_COLUMNS):
         self.db = db
@@ -131,17 +162,50 @@ class Store:
     def commit(self, state: FileState, batch: Batch) -> int:
         """Write the batch; on success copy the new state into ``state``. Returns rows written."""
         noted = self._fit_columns(state, batch)
+        rows = self.transaction(lambda cur: (self._write(cur, state, batch),
+                                             [(state, batch.new_state)]), [state.path])
+        self._overflow_noted.setdefault(state.run, set()).update(noted)
+        return rows
+
+    def record(self, state: FileState, new: FileState, *problems: Problem,
+               reason: str | None = None) -> None:
+        """Commit a file's new position or state with these problems and no rows (a note, a
+        skip, a reset that brought no line yet)."""
+        self.commit(state, Batch(Parsed(problems=list(problems)), new, reason))
+
+    def transaction(self, work, paths: list[str]):
+        """The one owner of a write transaction, for the careful path, the fast path and the
+        batch alike. ``work(cur)`` returns (result, [(state, new), ...]); after the COMMIT
+        each ``state`` becomes its ``new`` (the callers never change a FileState themselves).
+        Any failure before it rolls back and is raised as it is (the caller decides: content,
+        ``smaller``, UNBOUND); a COMMIT that raises is raised as Uncertain for ``paths``."""
         cur = self.db.cursor()
         cur.begin()
         try:
-            rows = self._write(cur, state, batch)
-            cur.commit()
+            result, committed = work(cur)
         except BaseException:
             self.rollback(cur)
             raise
-        adopt(state, batch.new_state)
-        self._overflow_noted.setdefault(state.run, set()).update(noted)
-        return rows
+        try:
+            cur.commit()
+        except BaseException as exc:
+            self.rollback(cur)
+            raise Uncertain(paths) from exc
+        for state, new in committed:
+            adopt(state, new)
+        return result
+
+    def room(self, table: str) -> int:
+        """Metric columns ``table`` may still get under ``max_columns`` (below 0 if the cap
+        was lowered since)."""
+        return self.max_columns - sum(map(is_metric_column, self.known(table)))
+
+    def fits(self, table: str, names) -> bool:
+        """Whether the metric columns among ``names`` that ``table`` lacks fit its room: the
+        one column-room check of every path."""
+        known = self.known(table)
+        return sum(is_metric_column(n) for n in names if fold(n) not in known) \
+            <= self.room(table)
 
     def rollback(self, cur) -> None:
         """Undo the open transaction after a failure (the caller re-raises that failure). If
@@ -163,7 +227,7 @@ class Store:
         table = table_of(state.kind)
         known = self.known(table)
         new = [n for n in rows.column_names if fold(n) not in known]
-        room = max(0, self.max_columns - sum(map(is_metric_column, known)))
+        room = max(0, self.room(table))
         extra = [n for n in new if is_metric_column(n)][room:]
         if extra:
             moved = set(extra)

@@ -38,10 +38,10 @@ from .backoff import Backoff, describe
 from .filestate import FileState, grown, refresh
 from .formats import detect, keymap
 from .openfile import LogHandle, Refused, open_log
-from .parse import EXCERPT, MAX_LINE, Parsed, Problem, excerpt
+from .parse import EXCERPT, MAX_LINE, Problem, excerpt
 from .scan import folders, in_folder, readable, scan
 from .segment import HEAD_BYTES, Segment
-from .store import Batch, Store, content_error
+from .store import Store, Uncertain
 
 # the server's keeper opens the file again by itself (db/database.py); ingest --once cannot
 REOPEN = ("a server opens the database again by itself; `ingest --once` must be run again "
@@ -219,7 +219,7 @@ class Tailer:
                  if s.path not in self.unsure and s.path not in self.shrunk
                  and self.backoff.due(s.path)]
         rows = self._attempt(batch.KEY, batch.store, self.store, self.root, ready,
-                             self.scratch, self.unsure, self._chunk) or 0
+                             self.scratch, self._chunk) or 0
         for state, _ in ready:
             if state.offset:  # stored: followed as the loop's files that grew are
                 self._grew(state)
@@ -391,6 +391,9 @@ class Tailer:
         except Exception as exc:  # every failure is retried, none is fatal
             self.dirty = True
             self.unsure.add(key)
+            if isinstance(exc, Uncertain):  # those files' rows are read back first
+                self.unsure.update(exc.paths)
+                exc = exc.__cause__ or exc
             self._failed(key, exc)
             return None
         self.backoff.succeeded(key)
@@ -567,8 +570,7 @@ class Tailer:
         if fmt == detect.PENDING:
             if why.startswith(detect.NOT_YET) and state.path not in self.undecided:
                 # said once (each start): a text file with no log line so far, kept looking at
-                self.store.commit(state, Batch(Parsed(problems=[
-                    Problem(0, "info", why)]), copy.copy(state)))
+                self.store.record(state, copy.copy(state), Problem(0, "info", why))
             self.undecided[state.path] = (handle.info.st_size, handle.info.st_mtime)
             return False
         self.undecided.pop(state.path, None)
@@ -585,8 +587,7 @@ class Tailer:
     def _skip(self, state: FileState, new: FileState, why: str) -> None:
         """Record once that a file is not read, and why (an ``info`` row, not an error)."""
         new.state = "skipped"
-        problem = Problem(0, "info", f"not read: {why}")
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+        self.store.record(state, new, Problem(0, "info", f"not read: {why}"))
 
     def _choose(self, folders: set[str]) -> None:
         """Of two logs of one run in a folder, read one (formats/detect.py's ``choose``): the
@@ -679,7 +680,7 @@ class Tailer:
                     reason) -> bool:
         """The unread part holds no newline: an unfinished line, or one over the budget."""
         if reason or state.state != new.state:  # commit the reset even though no line came
-            self.store.commit(state, Batch(Parsed(), new, reason))
+            self.store.record(state, new, reason=reason)
         if not data:
             self.pending.pop(state.path, None)
             return True
@@ -733,7 +734,7 @@ class Tailer:
         new.tail = follow.fingerprint(handle, end)
         if pending.offset < HEAD_BYTES:
             new.head = handle.read(0, HEAD_BYTES).hex()
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+        self.store.record(state, new, problem)
         return False
 
     def _check_partial(self, state: FileState, pending: Pending) -> None:
@@ -749,7 +750,7 @@ class Tailer:
                 "complete" if size > MAX_LINE else "it is read if it is ever completed")
         problem = Problem(pending.offset, "error", f"unfinished line: no newline after "
                           f"{waited:.0f} s (writer crashed?); {then}", excerpt(pending.start))
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+        self.store.record(state, new, problem)
 
     # ---- run.json, rotation, files that are gone or refused -------------------------------
 
@@ -803,15 +804,10 @@ class Tailer:
             if end == 0:
                 return 0
             old = copy.copy(rotated.old)
-            parsed = careful.parse(state.kind, data[:end], old.offset, old, None,
-                                   self.store.keymap(state.run))
-            try:
-                rows = self.store.commit(state, Batch(parsed, copy.copy(state), rotated=old))
-            except Exception as exc:
-                if not content_error(exc):
-                    raise
+            rows, refused = careful.store_late(self.store, state, old, data[:end])
+            if refused is not None:
                 log.warning("%s: lines of %s refused (%s); not read", state.path, rotated.rel,
-                            describe(exc))
+                            refused)
                 del self.rotated[state.path]
                 return 0
         old.offset += end
@@ -819,8 +815,7 @@ class Tailer:
         return rows
 
     def _note(self, state: FileState, reason: str) -> None:
-        problem = Problem(state.offset, "warning", reason)
-        self.store.commit(state, Batch(Parsed(problems=[problem]), copy.copy(state)))
+        self.store.record(state, copy.copy(state), Problem(state.offset, "warning", reason))
 
     def _vanished(self, state: FileState, renamed: str | None) -> None:
         if state.state == "deleted":
@@ -833,8 +828,7 @@ class Tailer:
                       "bytes; a new file under the old name is read from its start")
         else:
             reason = f"file deleted; {state.offset} of {state.size} bytes had been read"
-        problem = Problem(state.offset, "warning", reason)
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+        self.store.record(state, new, Problem(state.offset, "warning", reason))
 
     def _refuse(self, state: FileState, refused: Refused) -> None:
         """Record once why a file is not read (no excerpt: it may not be ours to show)."""
@@ -845,5 +839,4 @@ class Tailer:
             return
         new = copy.copy(state)
         new.state = refused.state
-        problem = Problem(state.offset, refused.severity, refused.message)
-        self.store.commit(state, Batch(Parsed(problems=[problem]), new))
+        self.store.record(state, new, Problem(state.offset, refused.severity, refused.message))

@@ -59,7 +59,7 @@ def _run_meta(db_store: Store, state: FileState, new: FileState, handle: LogHand
             raise ValueError(f"it nests more than {MAX_EVENT_DEPTH} levels deep")
     except ValueError as exc:  # UnicodeDecodeError is one
         problem = Problem(0, "error", f"run.json is not usable: {exc}", "")
-        db_store.commit(state, Batch(Parsed(problems=[problem]), new))
+        db_store.record(state, new, problem)
         return
     db_store.commit(state, Batch(Parsed(), new, meta=meta))
 
@@ -71,7 +71,7 @@ def _csv(db_store: Store, state: FileState, new: FileState, handle: LogHandle) -
     size = handle.info.st_size
     if size > CSV_MAX:
         problem = Problem(0, "error", f"metrics.csv is over {CSV_MAX >> 20} MiB; not read")
-        db_store.commit(state, Batch(Parsed(problems=[problem]), new))
+        db_store.record(state, new, problem)
         return 0
     data = handle.read(0, size)
     records, problems, rows = csvlog.parse(data, state.lines)
@@ -90,7 +90,7 @@ def _trainer_state(db_store: Store, state: FileState, new: FileState,
     if size > STATE_MAX:
         problem = Problem(0, "error", f"trainer_state.json is over {STATE_MAX >> 20} MiB; not "
                           "read (point cliffwatch at the Trainer's logging_dir instead)")
-        db_store.commit(state, Batch(Parsed(problems=[problem]), new))
+        db_store.record(state, new, problem)
         return 0
     resume = hf_state.Resume.of(state.tail)
     rows, first = 0, True
@@ -102,7 +102,7 @@ def _trainer_state(db_store: Store, state: FileState, new: FileState,
         if part.status == hf_state.INVALID:  # no log_history: not a Trainer's state
             new.state = "skipped"
             notes = [Problem(p.offset, "info", f"not read: {p.reason}") for p in part.problems]
-            db_store.commit(state, Batch(Parsed(problems=notes), new))
+            db_store.record(state, new, *notes)
             return rows
         rows += _store(db_store, state, new, part, first)
         new, first = _after(state, new), False
@@ -142,7 +142,7 @@ def _incomplete(db_store: Store, state: FileState, new: FileState, handle: LogHa
     if part.reason and state.partial_reported is None and not _growing(handle):
         problems.append(Problem(part.offset, "warning", INCOMPLETE.format(why=part.reason)))
         new.partial_reported = part.offset
-    db_store.commit(state, Batch(Parsed(problems=problems), new))
+    db_store.record(state, new, *problems)
 
 
 def _growing(handle: LogHandle) -> bool:
