@@ -25,20 +25,20 @@ from cliffwatch.integrations.transformers import CliffwatchCallback
 
 logs, out = Path(sys.argv[1]), Path(sys.argv[2])
 
-class Tokens(torch.utils.data.Dataset):
-    def __init__(self, n, slow=0.0):  # slow: seconds per item (a slow eval set's reads)
-        self.n, self.slow = n, slow
+class Tokens(torch.utils.data.Dataset):  # n windows of 8 token ids; slow: seconds an item
+    def __init__(self, n, slow=0.0):    # takes to read (the eval set's slow disk)
+        self.rows = (torch.arange(n)[:, None] + torch.arange(8)) % 32
+        self.slow = slow
     def __len__(self):
-        return self.n
+        return len(self.rows)
     def __getitem__(self, i):
         time.sleep(self.slow)
-        ids = torch.arange(i, i + 8) % 32
-        return {"input_ids": ids, "labels": ids}
+        return {"input_ids": self.rows[i], "labels": self.rows[i]}
 
 torch.manual_seed(0)
-torch.set_num_threads(1)  # a tiny model on a shared machine: threads only contend
-model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
-                                   n_head=1))
+torch.set_num_threads(1)
+tiny = {"vocab_size": 32, "n_positions": 16, "n_embd": 8, "n_layer": 1, "n_head": 1}
+model = GPT2LMHeadModel(GPT2Config(**tiny))
 args = TrainingArguments(output_dir=str(out), max_steps=12, eval_steps=10, eval_strategy="steps",
                          save_strategy="no", logging_steps=1, per_device_train_batch_size=2,
                          per_device_eval_batch_size=4, report_to="none", use_cpu=True,
