@@ -31,8 +31,6 @@ SILENCE_HELP = ('send {"rule": "GLOB", "run": "GLOB", "for": "2h", "comment": "w
 COMMENT_MAX = 500
 
 
-
-
 def silence_fields(payload: dict) -> tuple[str, str, float, str | None]:
     """(rule, run, seconds, comment) from the API's JSON object, each checked."""
     unknown = sorted(set(payload) - set(SILENCE_KEYS))
