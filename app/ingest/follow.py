@@ -8,6 +8,7 @@ a restarted trainer's lines differ somewhere in the last few lines (a window of 
 since a value that changed may sit anywhere in a line)::
 
     change(state, handle)   # -> None | "file_truncated" | "file_replaced"
+    new, reason = position(state, handle)   # the row to update, reset to 0 on a change
 
 logrotate's ``create`` renames ``metrics.jsonl`` to ``metrics.jsonl.1`` and creates a new
 ``metrics.jsonl``; the old inode is found again in the same folder (``find_inode``) and read to
@@ -16,11 +17,12 @@ its end before the new file starts, as Vector and Fluent Bit do.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from pathlib import Path
 
-from .filestate import FileState
+from .filestate import FileState, grown
 from .openfile import LogHandle
 
 WINDOW = 4096
@@ -48,6 +50,22 @@ def change(state: FileState, handle: LogHandle) -> str | None:
             and handle.read(0, len(state.head) // 2).hex() != state.head:
         return "file_replaced"  # truncated and rewritten between two looks
     return None
+
+
+def position(state: FileState, handle: LogHandle,
+             check: bool = True) -> tuple[FileState, str | None]:
+    """A copy of the state to update from this look at the file, reset to offset 0 if it was
+    truncated or replaced (not ``check``: a file read whole each time is never reset); with
+    the reason."""
+    new = copy.copy(state)
+    new.state = "ok"
+    reason = change(state, handle) if check else None
+    if reason:
+        new.offset, new.last_step, new.lines, new.head, new.tail = 0, None, 0, None, None
+        new.partial_reported, new.crlf_reported = None, False
+    new.inode, new.mtime = handle.info.st_ino, handle.info.st_mtime
+    new.grew_at = grown(state, new.mtime)
+    return new, reason
 
 
 def find_inode(folder: Path, inode: int, skip: str) -> str | None:

@@ -94,7 +94,7 @@ class IngestWorker:
         lost = self.tailer.db.failure
         if lost is not None:
             return f"ingest paused: {lost}"
-        if self.tailer.fatal is not None:  # seen by the tailer before the keeper's look
+        if self.tailer.retry.fatal is not None:  # seen by the tailer before the keeper's look
             return ("ingest paused: DuckDB invalidated the database; it is being opened again "
                     "by itself (database_error in /api/health says why)")
         started = self.tick_started
@@ -154,8 +154,8 @@ class IngestWorker:
             return 0
         finally:
             self.tick_started = None
-        if self.tailer.fatal is not None:
-            self.tailer.db.suspect(self.tailer.fatal)  # the keeper opens the file again
+        if self.tailer.retry.fatal is not None:
+            self.tailer.db.suspect(self.tailer.retry.fatal)  # the keeper opens the file again
         self.tick_error = None
         return rows
 
