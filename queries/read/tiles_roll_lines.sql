@@ -18,10 +18,10 @@ WITH src AS (
     UNION ALL BY NAME  -- elapsed_s and time are columns only once a log has carried them
     SELECT NULL::DOUBLE AS elapsed_s, NULL::DOUBLE AS "time" WHERE false
 ), paired AS (  -- the attempt's line before each line; before the first, the one at `after`
-    -- (the gap rule, migration 0028; the stream is NULL: a chunk is of one file already)
+    -- (the gap rule for a chunk of one file, migration 0028)
     SELECT *, line_clock(elapsed_s, "time") AS "~t",
-        line_before_or(step, NULL, attempt, "~line", $prev_attempt, $prev_step) AS "~prev_step",
-        line_before_or(line_clock(elapsed_s, "time"), NULL, attempt, "~line",
+        line_before_or(step, attempt, "~line", $prev_attempt, $prev_step) AS "~prev_step",
+        line_before_or(line_clock(elapsed_s, "time"), attempt, "~line",
                        $prev_attempt, $prev_t) AS "~prev_t"
     FROM src
 ), lines AS (
