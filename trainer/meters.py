@@ -1,7 +1,7 @@
 """What the loop measures: the window since the last metrics line, the last step, the totals.
 
 These are the only things besides the step number that change inside the training loop. A
-window's sums become a metrics line's averages and rates, e.g. (2 ranks, summed first):
+window's sums, added up over all ranks, become a metrics line's averages and rates:
 
     {"loss": 2.31, "accuracy": 0.41, "avg_streak": 1.9, "tgt_batch_per_sec": 3.2, ...}
 """
