@@ -29,7 +29,8 @@ from . import chunk as clean
 from .columns import fold
 from .filestate import FileState
 from .segment import Segment
-from .store import TABLES, UNBOUND, Refused, Store, smaller
+from .store import UNBOUND, Refused, Store, smaller
+from .writing import TABLES
 
 # A rank line's own "rank" is left out by insert_direct_ranks.sql: the file names the rank.
 SKIPPED = {"metrics": frozenset(), "rank": frozenset({"rank"})}

@@ -1,6 +1,10 @@
-"""Writing one parsed batch in one transaction: rows, events, problems, attempts, and the
-file's new offset. Either all of it is committed or none of it, so a crash at any moment
-leaves every line either ingested once or still unread.
+"""The one owner of ingest's write transactions (``Store.transaction``), for the careful
+path, the fast path and the batch: one parsed batch (writing.py writes its parts: rows,
+events, problems, attempts) with the file's new offset, or a fast path's insert. Either all of
+it is committed or none of it, so a crash at any moment leaves every line either ingested once
+or still unread; a COMMIT that raised is ``Uncertain``. What a failure means is decided here
+too: ``content_error`` (the careful path skips the line), ``smaller`` (the fast path and the
+batch hand the bytes to a smaller reading), anything else is retried (retry.py).
 
 The ``FileState`` mirrors one row of the ``files`` table; it is only changed in memory after
 the transaction that stores it has committed.
@@ -12,9 +16,7 @@ run names them). Column names come from ``columns.py``, and are compared as Duck
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 
@@ -23,39 +25,24 @@ import duckdb
 from ..db.database import Database
 from ..lazy import LazyModule
 from ..settings import REGISTRY
-from . import attempts, memory
+from . import memory, writing
 from .columns import OVERFLOW, column_name, fold, is_metric_column
 from .filestate import FileState, adopt
 from .formats import keymap
 from .formats.keymap import KeyMap
-from .parse import INT64, Parsed, Problem, event_text, number, records_table
+from .parse import Parsed, Problem
+from .writing import table_of
 
 np = LazyModule("numpy")  # the careful path's; the fast path needs neither
 pa = LazyModule("pyarrow")
 pc = LazyModule("pyarrow.compute")
 
 log = logging.getLogger("cliffwatch.ingest")
-TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds
-EVALS = "eval_rows"  # rows kept apart from the training line (formats' eval and summary rows)
-
-
-def table_of(kind: str) -> str:
-    """The table a file kind's rows go to: rank files to ranks_all, every other log (ours,
-    or another trainer's) to metric_rows."""
-    return "ranks_all" if kind == "rank" else "metric_rows"
-
 MAX_COLUMNS = next(s.default for s in REGISTRY if s.name == "max_metric_columns")
 # ALTER TABLEs per transaction: DuckDB keeps every version of the table's catalog entry until
 # commit, so n columns added in one transaction cost memory ~ n^2 outside memory_limit (5,000
 # keys: 6.9 GB). Small committed groups keep it flat; an empty column is harmless.
 ALTERS_PER_TRANSACTION = 64
-STATUSES = {"completed", "failed", "interrupted"}
-
-
-def _attempts_schema():
-    return pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
-                      ("prev_step", pa.int64()), ("reason", pa.string()),
-                      ("file_id", pa.int32())])
 
 
 @dataclass
@@ -162,7 +149,7 @@ class Store:
     def commit(self, state: FileState, batch: Batch) -> int:
         """Write the batch; on success copy the new state into ``state``. Returns rows written."""
         noted = self._fit_columns(state, batch)
-        rows = self.transaction(lambda cur: (self._write(cur, state, batch),
+        rows = self.transaction(lambda cur: (writing.write(self, cur, state, batch),
                                              [(state, batch.new_state)]), [state.path])
         self._overflow_noted.setdefault(state.run, set()).update(noted)
         return rows
@@ -242,17 +229,8 @@ class Store:
                 zero_copy_only=False)))  # the first line that carries one
             offsets = batch.parsed.row_offsets
             offset = offsets[first] if first < len(offsets) else 0
-            batch.parsed.problems.append(self._overflow_problem(offset, unnoted))
+            batch.parsed.problems.append(_overflow_problem(self.max_columns, offset, unnoted))
         return set(unnoted)
-
-    def _overflow_problem(self, offset: int, unnoted: list[str]) -> Problem:
-        shown = ", ".join(unnoted[:20]) + (f" and {len(unnoted) - 20} more"
-                                             if len(unnoted) > 20 else "")
-        return Problem(offset, "warning", f"metric column limit reached (max_metric_columns="
-                       f"{self.max_columns}): {len(unnoted)} key(s) kept in the map column "
-                       f"{OVERFLOW} (read one as {OVERFLOW}['key']): {shown}; raise "
-                       "--max-metric-columns to give new keys their own columns (the cap is "
-                       "also at most --memory-limit / 512 KiB: raise both)")
 
     def add_columns(self, table: str, names: list[str]) -> None:
         """Add columns in small transactions of their own (ALTERS_PER_TRANSACTION each),
@@ -261,86 +239,15 @@ class Store:
             cur = self.db.cursor()
             cur.begin()
             try:
-                self._ensure_columns(cur, table, names[start:start + ALTERS_PER_TRANSACTION])
+                self.ensure_columns(cur, table, names[start:start + ALTERS_PER_TRANSACTION])
                 cur.commit()
             except BaseException:
                 self.rollback(cur)
                 raise
 
-    def _write(self, cur, state: FileState, batch: Batch) -> int:
-        new, parsed = batch.new_state, batch.parsed
-        rows, attempts_of_rows = 0, None
-        if parsed.rows is not None and parsed.rows.num_rows:
-            rows, attempts_of_rows = self._insert_rows(cur, state, batch)
-        if parsed.evals is not None and parsed.evals.num_rows:
-            self._insert_evals(cur, state, batch, attempts_of_rows)
-        samples = self._insert_system(cur, state, parsed)  # not a line: the run is not touched
-        touched = bool(parsed.events) and self._insert_events(cur, state, parsed.events,
-                                                              parsed.problems)
-        if parsed.problems:
-            self._insert(cur, "ingest/insert_errors", _problems_table(state, parsed.problems))
-        if (rows or parsed.events or parsed.eval_offsets) and not touched:
-            self.db.run("ingest/run_touch", {"run": state.run})
-        if batch.meta is not None:
-            self._store_meta(state.run, batch.meta)
-        self.update_file(new)
-        return rows + samples
-
     def update_file(self, new: FileState) -> None:
         self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
                                            if k not in ("run", "path", "kind")})
-
-    def _insert_rows(self, cur, state: FileState, batch: Batch):
-        """The batch's rows with their attempts; returns (rows, the attempt of each)."""
-        table_name = table_of(state.kind)
-        rows = batch.parsed.rows
-        steps = rows.column("step").to_numpy()
-        if batch.rotated is not None:
-            numbers, starts = attempts.late(steps, batch.rotated, batch.new_state)
-        else:
-            numbers, starts = attempts.number(steps, batch.new_state, batch.reset_reason,
-                                              _floats(rows, "elapsed_s", "time"),
-                                              _floats(rows, "epoch") if state.kind not in
-                                              TABLES else None)  # the fast path sees no epoch
-        rows = rows.append_column("attempt", pa.array(numbers, pa.int32()))
-        rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
-                                                       rows.num_rows))
-        if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
-            rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
-            rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
-                                                        rows.num_rows))
-        self._ensure_columns(cur, table_name, rows.column_names)
-        query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
-        self._insert(cur, query, rows)
-        if state.kind != "rank" and starts:
-            records = [dict(s, run=state.run, file_id=state.file_id) for s in starts]
-            self._insert(cur, "ingest/insert_attempts",
-                         records_table(records, _attempts_schema()))
-        return rows.num_rows, numbers
-
-    def _insert_evals(self, cur, state: FileState, batch: Batch, numbers) -> None:
-        """Eval and summary rows, each in the attempt of the training line logged before it
-        (the file's current one if none was, in this batch)."""
-        parsed = batch.parsed
-        before = np.searchsorted(np.array(parsed.row_offsets, dtype=np.int64),
-                                 np.array(parsed.eval_offsets, dtype=np.int64), "right") - 1
-        fallback = max(state.attempt, 1)
-        attempt = (np.full(len(before), fallback) if numbers is None
-                   else np.where(before >= 0, numbers[np.maximum(before, 0)], fallback))
-        rows = parsed.evals.append_column("attempt", pa.array(attempt, pa.int32()))
-        rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
-                                                       rows.num_rows))
-        self._ensure_columns(cur, EVALS, rows.column_names)
-        self._insert(cur, "ingest/insert_evals", rows)
-
-    def _insert_system(self, cur, state: FileState, parsed: Parsed) -> int:
-        """system.jsonl's samples and GPU rows, with the file's run; returns samples stored."""
-        for query, rows in (("ingest/insert_system_samples", parsed.system),
-                            ("ingest/insert_system_gpus", parsed.gpus)):
-            if rows is not None and rows.num_rows:
-                self._insert(cur, query, rows.append_column(
-                    "run", pa.repeat(state.run, rows.num_rows)))
-        return 0 if parsed.system is None else parsed.system.num_rows
 
     def known(self, table: str) -> dict[str, str]:
         """The table's columns: {name folded as DuckDB compares them: name} (cached)."""
@@ -349,7 +256,7 @@ class Store:
             self._columns[table] = {fold(r[0]): r[0] for r in result}
         return self._columns[table]
 
-    def _ensure_columns(self, cur, table: str, names: list[str]) -> None:
+    def ensure_columns(self, cur, table: str, names: list[str]) -> None:
         known = self.known(table)
         for name in names:
             if fold(name) not in known:
@@ -357,57 +264,6 @@ class Store:
                          OVERFLOW: "ingest/add_overflow_column"}.get(name, "ingest/add_column")
                 self.db.run(query, identifiers={"table": table, "column": name})
                 known[fold(name)] = name
-
-    def _insert(self, cur, query: str, table: pa.Table) -> None:
-        cur.register("chunk", table)
-        try:
-            self.db.run(query)
-        finally:
-            # in an aborted transaction this fails too; the real error is the one to see
-            with contextlib.suppress(duckdb.Error):
-                cur.unregister("chunk")
-
-    def _insert_events(self, cur, state, events, problems: list[Problem]) -> bool:
-        """Store the events; returns whether the run was touched (a status was set)."""
-        records, status = [], None
-        for offset, obj in events:
-            step = obj.get("step")
-            if step is not None and not (type(step) is int and INT64[0] <= step <= INT64[1]):
-                problems.append(Problem(offset, "warning", f"event 'step' is not an integer "
-                                        f"({step!r}); stored as NULL"))
-                step = None
-            kind = str(obj.get("event", "unknown"))
-            records.append({"run": state.run, "kind": kind, "step": step,
-                            "elapsed_s": number(obj.get("elapsed_s")),
-                            "time": number(obj.get("time")), "data": event_text(obj),
-                            "file_id": state.file_id, "offset": offset})
-            status = _status_of(kind, obj) or status
-        if status is not None:  # the last run_start/run_end of the batch decides: one write
-            self.db.run("ingest/run_status", {"run": state.run, "status": status})
-        schema = pa.schema([("run", pa.string()), ("kind", pa.string()), ("step", pa.int64()),
-                            ("elapsed_s", pa.float64()), ("time", pa.float64()),
-                            ("data", pa.string()), ("file_id", pa.int32()),
-                            ("offset", pa.uint64())])
-        self._insert(cur, "ingest/insert_events", records_table(records, schema))
-        return status is not None
-
-    def _store_meta(self, run: str, meta: dict) -> None:
-        def integer(key):  # a BIGINT column: a number past it is no count (issue 18)
-            value = meta.get(key)
-            return value if type(value) is int and INT64[0] <= value <= INT64[1] else None
-
-        self.db.run("ingest/run_meta", {"run": run, "meta": json.dumps(meta),
-                                        "steps_per_epoch": integer("steps_per_epoch"),
-                                        "world_size": integer("world_size")})
-
-
-def _status_of(kind: str, obj: dict) -> str | None:
-    """The run status an event sets (run_start, run_end), or None."""
-    if kind == "run_start":
-        return "running"
-    if kind == "run_end":
-        return obj.get("status") if obj.get("status") in STATUSES else "completed"
-    return None
 
 
 def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
@@ -434,23 +290,11 @@ def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
     return kept.append_column(pa.field(OVERFLOW, pa.map_(pa.string(), pa.float64())), extra)
 
 
-def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
-    return records_table(
-        [{"run": state.run, "file": state.path, "offset": p.offset, "severity": p.severity,
-          "reason": p.reason, "excerpt": p.excerpt} for p in problems],
-        schema=pa.schema([("run", pa.string()), ("file", pa.string()), ("offset", pa.uint64()),
-                          ("severity", pa.string()), ("reason", pa.string()),
-                          ("excerpt", pa.string())]))
-
-
-def _floats(rows: pa.Table, *names: str) -> np.ndarray | None:
-    """The first of ``names`` that the rows carry, as floats (NaN where a line has none), each
-    later one filling its gaps; None if none is there (the resume signs of attempts.py)."""
-    found = [rows.column(n) for n in names if n in rows.column_names]
-    if not found:
-        return None
-    numeric = [c for c in found if pa.types.is_floating(c.type) or pa.types.is_integer(c.type)]
-    if not numeric:
-        return None
-    value = pc.coalesce(*(c.cast(pa.float64()) for c in numeric))
-    return value.to_numpy(zero_copy_only=False)
+def _overflow_problem(max_columns: int, offset: int, unnoted: list[str]) -> Problem:
+    shown = ", ".join(unnoted[:20]) + (f" and {len(unnoted) - 20} more"
+                                         if len(unnoted) > 20 else "")
+    return Problem(offset, "warning", f"metric column limit reached (max_metric_columns="
+                   f"{max_columns}): {len(unnoted)} key(s) kept in the map column "
+                   f"{OVERFLOW} (read one as {OVERFLOW}['key']): {shown}; raise "
+                   "--max-metric-columns to give new keys their own columns (the cap is "
+                   "also at most --memory-limit / 512 KiB: raise both)")

@@ -1,0 +1,197 @@
+"""Writing one parsed batch inside store.py's transaction: the rows with their attempts, eval
+and summary rows, the machine's samples, events (and the run status they set), problems,
+run.json, and the file's new position. ``Store.commit`` is its one caller::
+
+    rows = writing.write(store, cur, state, batch)   # inside Store.transaction
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ..lazy import LazyModule
+from . import attempts
+from .filestate import FileState
+from .parse import INT64, Parsed, Problem, event_text, number, records_table
+
+if TYPE_CHECKING:
+    from .store import Batch, Store
+
+np = LazyModule("numpy")
+pa = LazyModule("pyarrow")
+pc = LazyModule("pyarrow.compute")
+
+TABLES = {"metrics": "metric_rows", "rank": "ranks_all"}  # the fast path's kinds
+
+
+def table_of(kind: str) -> str:
+    """The table a file kind's rows go to: rank files to ranks_all, every other log (ours,
+    or another trainer's) to metric_rows."""
+    return "ranks_all" if kind == "rank" else "metric_rows"
+
+
+EVALS = "eval_rows"  # rows kept apart from the training line (formats' eval and summary rows)
+STATUSES = {"completed", "failed", "interrupted"}
+
+
+def write(store: Store, cur, state: FileState, batch: Batch) -> int:
+    """The batch's rows, evals, samples, events, problems and run.json, then the file's row;
+    returns rows written (training rows and samples)."""
+    new, parsed = batch.new_state, batch.parsed
+    rows, attempts_of_rows = 0, None
+    if parsed.rows is not None and parsed.rows.num_rows:
+        rows, attempts_of_rows = _insert_rows(store, cur, state, batch)
+    if parsed.evals is not None and parsed.evals.num_rows:
+        _insert_evals(store, cur, state, batch, attempts_of_rows)
+    samples = _insert_system(store, cur, state, parsed)  # not a line: the run is not touched
+    touched = bool(parsed.events) and _insert_events(store, cur, state, parsed.events,
+                                                     parsed.problems)
+    if parsed.problems:
+        _insert(store, cur, "ingest/insert_errors", _problems_table(state, parsed.problems))
+    if (rows or parsed.events or parsed.eval_offsets) and not touched:
+        store.db.run("ingest/run_touch", {"run": state.run})
+    if batch.meta is not None:
+        _store_meta(store, state.run, batch.meta)
+    store.update_file(new)
+    return rows + samples
+
+
+def _insert_rows(store: Store, cur, state: FileState, batch: Batch):
+    """The batch's rows with their attempts; returns (rows, the attempt of each)."""
+    table_name = table_of(state.kind)
+    rows = batch.parsed.rows
+    steps = rows.column("step").to_numpy()
+    if batch.rotated is not None:
+        numbers, starts = attempts.late(steps, batch.rotated, batch.new_state)
+    else:
+        numbers, starts = attempts.number(steps, batch.new_state, batch.reset_reason,
+                                          _floats(rows, "elapsed_s", "time"),
+                                          _floats(rows, "epoch") if state.kind not in
+                                          TABLES else None)  # the fast path sees no epoch
+    rows = rows.append_column("attempt", pa.array(numbers, pa.int32()))
+    rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
+                                                   rows.num_rows))
+    if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
+        rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
+        rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
+                                                    rows.num_rows))
+    store.ensure_columns(cur, table_name, rows.column_names)
+    query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
+    _insert(store, cur, query, rows)
+    if state.kind != "rank" and starts:
+        records = [dict(s, run=state.run, file_id=state.file_id) for s in starts]
+        _insert(store, cur, "ingest/insert_attempts",
+                     records_table(records, _attempts_schema()))
+    return rows.num_rows, numbers
+
+
+def _insert_evals(store: Store, cur, state: FileState, batch: Batch, numbers) -> None:
+    """Eval and summary rows, each in the attempt of the training line logged before it
+    (the file's current one if none was, in this batch)."""
+    parsed = batch.parsed
+    before = np.searchsorted(np.array(parsed.row_offsets, dtype=np.int64),
+                             np.array(parsed.eval_offsets, dtype=np.int64), "right") - 1
+    fallback = max(state.attempt, 1)
+    attempt = (np.full(len(before), fallback) if numbers is None
+               else np.where(before >= 0, numbers[np.maximum(before, 0)], fallback))
+    rows = parsed.evals.append_column("attempt", pa.array(attempt, pa.int32()))
+    rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
+                                                   rows.num_rows))
+    store.ensure_columns(cur, EVALS, rows.column_names)
+    _insert(store, cur, "ingest/insert_evals", rows)
+
+
+def _insert_system(store: Store, cur, state: FileState, parsed: Parsed) -> int:
+    """system.jsonl's samples and GPU rows, with the file's run; returns samples stored."""
+    for query, rows in (("ingest/insert_system_samples", parsed.system),
+                        ("ingest/insert_system_gpus", parsed.gpus)):
+        if rows is not None and rows.num_rows:
+            _insert(store, cur, query, rows.append_column(
+                "run", pa.repeat(state.run, rows.num_rows)))
+    return 0 if parsed.system is None else parsed.system.num_rows
+
+
+def _insert(store: Store, cur, query: str, table: pa.Table) -> None:
+    cur.register("chunk", table)
+    try:
+        store.db.run(query)
+    finally:
+        # in an aborted transaction this fails too; the real error is the one to see
+        with contextlib.suppress(duckdb.Error):
+            cur.unregister("chunk")
+
+
+def _insert_events(store: Store, cur, state, events, problems: list[Problem]) -> bool:
+    """Store the events; returns whether the run was touched (a status was set)."""
+    records, status = [], None
+    for offset, obj in events:
+        step = obj.get("step")
+        if step is not None and not (type(step) is int and INT64[0] <= step <= INT64[1]):
+            problems.append(Problem(offset, "warning", f"event 'step' is not an integer "
+                                    f"({step!r}); stored as NULL"))
+            step = None
+        kind = str(obj.get("event", "unknown"))
+        records.append({"run": state.run, "kind": kind, "step": step,
+                        "elapsed_s": number(obj.get("elapsed_s")),
+                        "time": number(obj.get("time")), "data": event_text(obj),
+                        "file_id": state.file_id, "offset": offset})
+        status = _status_of(kind, obj) or status
+    if status is not None:  # the last run_start/run_end of the batch decides: one write
+        store.db.run("ingest/run_status", {"run": state.run, "status": status})
+    schema = pa.schema([("run", pa.string()), ("kind", pa.string()), ("step", pa.int64()),
+                        ("elapsed_s", pa.float64()), ("time", pa.float64()),
+                        ("data", pa.string()), ("file_id", pa.int32()),
+                        ("offset", pa.uint64())])
+    _insert(store, cur, "ingest/insert_events", records_table(records, schema))
+    return status is not None
+
+
+def _store_meta(store: Store, run: str, meta: dict) -> None:
+    def integer(key):  # a BIGINT column: a number past it is no count (issue 18)
+        value = meta.get(key)
+        return value if type(value) is int and INT64[0] <= value <= INT64[1] else None
+
+    store.db.run("ingest/run_meta", {"run": run, "meta": json.dumps(meta),
+                                    "steps_per_epoch": integer("steps_per_epoch"),
+                                    "world_size": integer("world_size")})
+
+
+def _status_of(kind: str, obj: dict) -> str | None:
+    """The run status an event sets (run_start, run_end), or None."""
+    if kind == "run_start":
+        return "running"
+    if kind == "run_end":
+        return obj.get("status") if obj.get("status") in STATUSES else "completed"
+    return None
+
+
+def _problems_table(state: FileState, problems: list[Problem]) -> pa.Table:
+    return records_table(
+        [{"run": state.run, "file": state.path, "offset": p.offset, "severity": p.severity,
+          "reason": p.reason, "excerpt": p.excerpt} for p in problems],
+        schema=pa.schema([("run", pa.string()), ("file", pa.string()), ("offset", pa.uint64()),
+                          ("severity", pa.string()), ("reason", pa.string()),
+                          ("excerpt", pa.string())]))
+
+
+def _floats(rows: pa.Table, *names: str) -> np.ndarray | None:
+    """The first of ``names`` that the rows carry, as floats (NaN where a line has none), each
+    later one filling its gaps; None if none is there (the resume signs of attempts.py)."""
+    found = [rows.column(n) for n in names if n in rows.column_names]
+    if not found:
+        return None
+    numeric = [c for c in found if pa.types.is_floating(c.type) or pa.types.is_integer(c.type)]
+    if not numeric:
+        return None
+    value = pc.coalesce(*(c.cast(pa.float64()) for c in numeric))
+    return value.to_numpy(zero_copy_only=False)
+
+
+def _attempts_schema():
+    return pa.schema([("run", pa.string()), ("attempt", pa.int32()), ("start_step", pa.int64()),
+                      ("prev_step", pa.int64()), ("reason", pa.string()),
+                      ("file_id", pa.int32())])
