@@ -124,6 +124,11 @@ class Fleet:
         write_run(folder, finished=False, first=first, count=count)
         assert self.monitor.tailer.tick(discover=True) == count
         self.now = max(self.now, (folder / "metrics.jsonl").stat().st_mtime)  # written now
+        # ... by this fleet's clock, which earlier passes ran ahead of the wall clock that ingest
+        # stamps a file's growth with: a run met that far past its last growth would be a log
+        # that stopped before cliffwatch watched it (alerts/stall.before_watch), never a stall
+        self.monitor.db.cursor().execute("UPDATE files SET grew_at = $1 WHERE run = $2",
+                                         [self.now, run])
 
     def notes(self, run: str) -> list[str]:
         return [kind for (kind,) in self.monitor.db.cursor().execute(
