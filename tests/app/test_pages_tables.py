@@ -180,7 +180,9 @@ def test_incidents_page_writes_the_selected_incident_in_full(served, tab):
     assert (stall[header.index("kind")], stall[header.index("step")]) == ("stall", "2027")
     evidence = stall[header.index("evidence")]
     assert "blocked the training loop for 155.2 s" in evidence  # the part the grid cut off
-    tab.locator("[data-testid=stMarkdown]", has_text="stall in").first.wait_for(timeout=30_000)
+    # the page's list already says "stall in gap_s at step 2027": wait for the stall's own cause
+    tab.locator("[data-testid=stMarkdown]", has_text="Likely cause: checkpoint").first.wait_for(
+        timeout=30_000)
     shown = markdown(tab)
     assert "at step 2027" in shown and "Likely cause: checkpoint" in shown, shown
     assert evidence in shown.replace("\n\n", " "), shown
