@@ -59,12 +59,12 @@ def _clock(table: pa.Table) -> np.ndarray:
 
 
 def evaluated(cursor, run: str) -> Callable[[int, int], bool]:
-    """Whether ``run`` logged an evaluation row (table evals, kind 'eval') at a step from lo to
-    below hi: what a stall's gap held (detect.py). Asked only of a gap that would be a stall,
-    so a tick with none reads nothing more; the row was logged before the line after the gap,
-    so a live tick finds what the whole run does."""
+    """Whether ``run`` logged an evaluation (an evals row of kind 'eval', or an eval_start /
+    eval_end event) at a step from lo to below hi: what a stall's gap held (detect.py). Asked
+    only of a gap that would be a stall, so a tick with none reads nothing more; the evaluation
+    was logged before the line after the gap, so a live tick finds what the whole run does."""
     def between(lo: int, hi: int) -> bool:
-        rows = queries.execute(cursor, "diagnose/evals_between",
+        rows = queries.execute(cursor, "diagnose/evaluated_between",
                                {"run": run, "lo": lo, "hi": hi - 1}).fetchall()
-        return bool(rows)
+        return bool(rows[0][0])
     return between
