@@ -243,7 +243,7 @@ class Tailer:
             if done is not None:
                 return done, rows
         data, spent = self.reads.take(handle, new.offset, self.retry.shrunk.get(state.path))
-        end = self._complete(state, data, new.offset, pending)
+        end = self._complete(state, data, new.offset, pending, handle.info.st_mtime)
         if end == 0:
             return self.lines.no_newline(state, new, data, handle, reason), rows
         self.retry.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
@@ -253,15 +253,19 @@ class Tailer:
         self.lines.remember(state, handle, data[end:])
         return True, rows
 
-    def _complete(self, state: FileState, data: bytes, base: int, pending) -> int:
+    def _complete(self, state: FileState, data: bytes, base: int, pending,
+                  mtime: float) -> int:
         """How many of ``data``'s bytes are complete: whole lines, or for a TensorBoard file
         whole records up to the last step's (held until the file has settled: the rest of
-        that step's scalars may still be coming)."""
+        that step's scalars may still be coming). A file last written SETTLE_S or more ago
+        has settled already: a closed or copied file's last step is read at once, where
+        ``ingest --once`` would never come back for it (it kept every file's last step)."""
         if state.kind != "tfevents":
             return data.rfind(b"\n") + 1
         from .formats import tfevents  # protobuf: only for TensorBoard files
 
-        settled = pending is not None and time.monotonic() - pending.since >= SETTLE_S
+        settled = (pending is not None and time.monotonic() - pending.since >= SETTLE_S) \
+            or time.time() - mtime >= SETTLE_S
         return tfevents.parse(data, base, final=settled)[2]
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
