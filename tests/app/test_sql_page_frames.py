@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 import streamlit as st
+from playwright.sync_api import expect
 
 from app import state
 from app.settings import Settings
@@ -111,7 +112,9 @@ def test_a_query_in_a_link_waits_for_run_to_be_pressed(server, browser):
     try:
         tab.goto(f"{server.url}/sql?q=SELECT+42+AS+answer")
         tab.get_by_text("Press Run to run this query.").wait_for(timeout=30_000)
-        assert tab.get_by_role("textbox", name="query").input_value() == "SELECT 42 AS answer"
+        # the box is filled by the front end after the page's text: wait for its value
+        expect(tab.get_by_role("textbox", name="query")).to_have_value("SELECT 42 AS answer",
+                                                                       timeout=30_000)
         assert tab.locator("[data-testid=stMetricValue]").count() == 0
         tab.get_by_role("button", name="Run").click()
         tab.locator("[data-testid=stMetricValue]").get_by_text("42").wait_for(timeout=30_000)
