@@ -134,21 +134,25 @@ def stall(found, run: str):
     return incident
 
 
+def first_evidence(found, run: str, cause: str) -> str:
+    """The evidence of the stall's first cause, once that cause is ``cause``."""
+    incident = stall(found, run)
+    assert incident.causes[0] == cause, (run, incident.causes)
+    return incident.evidence[0]
+
+
 def test_disk_writes_in_a_stall_name_a_checkpoint_no_event_logged(found):
-    incident = stall(found, "save")
-    assert incident.causes[0] == "checkpoint"
-    assert incident.evidence[0] == (
+    assert first_evidence(found, "save", "checkpoint") == (
         "checkpoint-like disk writes inside the 14.0 s gap before step 41: 21.5 MB/s against "
         "the run's typical 100 kB/s, with no checkpoint logged. (inferred: system.jsonl: "
         "301.1 MB written to nvme0n1 during the 14.0 s gap)")
     # the GPUs idled while the loop waited on the save: no input pipeline to blame
-    assert "input_wait" not in incident.causes
+    assert "input_wait" not in stall(found, "save").causes
 
 
 def test_writes_the_sampler_could_not_place_on_one_disk_say_every_disk(found):
-    incident = stall(found, "save_any_disk")
-    assert incident.causes[0] == "checkpoint"
-    assert incident.evidence[0].endswith("301.1 MB written to every disk during the 14.0 s gap)")
+    assert first_evidence(found, "save_any_disk", "checkpoint").endswith(
+        "301.1 MB written to every disk during the 14.0 s gap)")
 
 
 def test_the_spike_after_a_stall_that_wrote_like_a_save_names_it(found):
@@ -160,10 +164,9 @@ def test_the_spike_after_a_stall_that_wrote_like_a_save_names_it(found):
 
 
 def test_a_logged_save_comes_before_the_disk(found):
-    incident = stall(found, "logged_save")
-    assert incident.causes[0] == "checkpoint"
-    assert incident.evidence[0].endswith("(logged: events.jsonl)")
-    assert "blocked the training loop for 12.9 s" in incident.evidence[0]
+    evidence = first_evidence(found, "logged_save", "checkpoint")
+    assert evidence.endswith("(logged: events.jsonl)")
+    assert "blocked the training loop for 12.9 s" in evidence
 
 
 @pytest.mark.parametrize("run", ["quiet", "busy_disk", "no_system"])
@@ -172,9 +175,7 @@ def test_a_quiet_or_always_busy_disk_is_no_save(found, run):
 
 
 def test_idle_gpus_with_the_input_queue_empty_are_input_bound(found):
-    incident = stall(found, "input_queue")
-    assert incident.causes[0] == "input_wait"
-    assert incident.evidence[0] == (
+    assert first_evidence(found, "input_queue", "input_wait") == (
         "the GPUs idled at 1.5% inside the 14.0 s gap before step 41 with the input queue "
         "empty (hs_queue_depth 0 at step 41): the input pipeline did not keep up. (inferred: "
         "system.jsonl: util_percent; the hs_queue_depth column)")
@@ -185,25 +186,19 @@ def test_idle_gpus_with_a_full_queue_are_not_input_bound(found):
 
 
 def test_one_core_pegged_by_the_process_is_input_bound(found):
-    incident = stall(found, "pegged")
-    assert incident.causes[0] == "input_wait"
-    assert incident.evidence[0].startswith(
+    assert first_evidence(found, "pegged", "input_wait").startswith(
         "one CPU core ran at 100% inside the 14.0 s gap before step 41 while the process used "
         "99.5% (about one of its 16 cores): a single-threaded input pipeline did not keep up.")
 
 
 def test_gpu_memory_near_its_total_is_quoted(found):
-    incident = stall(found, "gpu_memory")
-    assert incident.causes[0] == "gpu_memory"
-    assert incident.evidence[0].startswith(
+    assert first_evidence(found, "gpu_memory", "gpu_memory").startswith(
         "GPU 0's memory was at 139.1 GB of its 140 GB (99.4%) inside the 14.0 s gap before "
         "step 41")
 
 
 def test_swap_growing_in_a_stall_is_quoted(found):
-    incident = stall(found, "swap")
-    assert incident.causes[0] == "swap"
-    assert incident.evidence[0].startswith(
+    assert first_evidence(found, "swap", "swap").startswith(
         "swap in use grew from 0 B to 2.07 GB inside the 14.0 s gap before step 41, with "
         "50 GB of the host's 128 GB memory used: the host was paging.")
 

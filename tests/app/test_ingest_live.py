@@ -8,25 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from app import settings as settings_mod
 from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
 from tests.conftest import wait_for
-
-
-@pytest.fixture
-def live(tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    settings = dataclasses.replace(settings_mod.resolve(), scan_interval=0.5, tick_interval=5.0)
-    monitor = Monitor.open(logs, settings)
-    worker = IngestWorker(monitor.tailer, settings)
-    worker.start()
-    yield logs, monitor
-    worker.stop()
-    monitor.close()
 
 
 def count(monitor: Monitor, sql: str) -> int:

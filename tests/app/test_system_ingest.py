@@ -4,7 +4,6 @@ watchdog worker and the real `ingest --once`."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
@@ -14,7 +13,6 @@ import pytest
 
 from app import settings as settings_mod
 from app.dashboard import charts
-from app.ingest.worker import IngestWorker
 from app.monitor import Monitor
 from app.read import system as system_read
 from tests.app.test_charts import items
@@ -51,19 +49,6 @@ def line(obj: dict) -> bytes:
 
 def rows(monitor: Monitor, sql: str) -> list[tuple]:
     return monitor.db.cursor().execute(sql).fetchall()
-
-
-@pytest.fixture
-def live(tmp_path):
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    settings = dataclasses.replace(settings_mod.resolve(), scan_interval=0.5, tick_interval=5.0)
-    monitor = Monitor.open(logs, settings)
-    worker = IngestWorker(monitor.tailer, settings)
-    worker.start()
-    yield logs, monitor
-    worker.stop()
-    monitor.close()
 
 
 def test_samples_arrive_live_beside_a_growing_metrics_log(live):

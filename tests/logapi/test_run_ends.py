@@ -56,7 +56,8 @@ step = 0
 while True:
     step += 1
     run.log({"loss": 1.0 / step}, step=step)
-    time.sleep(0.002)
+    print(step, flush=True)  # the line is logged: after SIGKILL it must be in the file
+    time.sleep(0.003)
 """
 
 
@@ -98,19 +99,8 @@ def test_sigterm_reaches_the_programs_own_handler_which_decides(tmp_path):
     assert "saved" in json.loads(last)
 
 
-ACKED = """
-print("ready", flush=True)
-step = 0
-while True:
-    step += 1
-    run.log({"loss": 1.0 / step}, step=step)
-    print(step, flush=True)  # the line is logged: after SIGKILL it must be in the file
-    time.sleep(0.003)
-"""
-
-
 def test_sigkill_loses_at_most_the_line_being_written(tmp_path):
-    proc = start(tmp_path, ACKED)
+    proc = start(tmp_path, LOOP)
     assert proc.stdout.readline() == "ready\n"
     acked = [int(proc.stdout.readline()) for _ in range(200)]
     proc.kill()
