@@ -37,6 +37,14 @@ def logdir() -> str:
     return str(state().monitor.logdir)
 
 
+def watched_globs() -> tuple[str, ...]:
+    """The loss_metrics and accuracy_metrics globs (settings): the metrics diagnosis and the
+    alert rules watch, which the Run page draws by default."""
+    settings = state().settings
+    text = f"{settings.loss_metrics},{settings.accuracy_metrics}"
+    return tuple(g.strip().lower() for g in text.split(",") if g.strip())
+
+
 def guarded(body, *args) -> None:
     """Run a page's body; a user-facing error or a database that went away is a message,
     never a traceback."""

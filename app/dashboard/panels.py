@@ -13,6 +13,7 @@ run costs one cache lookup per refresh, and a growing run is built once per new 
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -45,6 +46,9 @@ GAP_METRICS = ("gap_s", "gap_steps")
 DEFAULT_METRICS = ("loss", "accuracy", "hs_queue_depth", "tok_per_sec", "lr", "grad_norm",
                    "learning_rate", *GAP_METRICS)
 DERIVED = " (derived)"  # a derived panel's name when the run logs a metric of its name
+# watched metrics drawn by default besides the named ones: an HF run's train_loss, eval_loss
+# and train/loss, never every per-layer loss of a run that logs hundreds
+WATCHED_PANELS = 6
 
 
 def smoothed(metric: str) -> bool:
@@ -67,10 +71,32 @@ def gap_panels(names) -> dict[str, str]:
     return {(gap + DERIVED if gap in names else gap): gap for gap in GAP_METRICS}
 
 
-def default_panels(options: list[str]) -> list[str]:
+def default_panels(options: list[str], watched: tuple[str, ...] = ()) -> list[str]:
     """The default panels among a run's ``options``, in the page's order; a derived gap named
-    apart (gap_panels) comes right after the run's own metric of its name."""
-    return [name for m in DEFAULT_METRICS for name in (m, m + DERIVED) if name in options]
+    apart (gap_panels) comes right after the run's own metric of its name. The metrics
+    diagnosis watches (``watched``: the loss_metrics and accuracy_metrics globs) come first,
+    so a run whose loss is ``train/loss`` (TensorBoard) or ``train_loss`` draws the curve its
+    incidents are about, not only the gap panels (issue 20)::
+
+        default_panels(["train/loss", "lr", "gap_s", "gap_steps"], ("*loss*",))
+            -> ["train/loss", "lr", "gap_s", "gap_steps"]
+    """
+    named = [name for m in DEFAULT_METRICS for name in (m, m + DERIVED) if name in options]
+    gaps = {*GAP_METRICS, *(g + DERIVED for g in GAP_METRICS)}
+    globbed = [m for m in options if m not in named and m not in gaps and _matches(m, watched)]
+    return _in_order(named, globbed[:WATCHED_PANELS])
+
+
+def _matches(metric: str, globs: tuple[str, ...]) -> bool:
+    name = metric.lower()  # as diagnosis's Watch matches: case-blind
+    return any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def _in_order(named: list[str], globbed: list[str]) -> list[str]:
+    """The watched panels right after the named loss and accuracy, before the rest (lr,
+    queue, gaps): the curve an incident is about sits at the top."""
+    head = [m for m in named if m in ("loss", "accuracy")]
+    return [*head, *globbed, *(m for m in named if m not in head)]
 
 
 @dataclass

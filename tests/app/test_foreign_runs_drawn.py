@@ -135,11 +135,24 @@ FORMATS = {
 }
 
 
+def tensorboard_tags(folder: Path) -> None:
+    """As most TensorBoard users log: tags with a section, ``train/loss`` and
+    ``train/accuracy``, beside the learning rate."""
+    start = time.time() - STEPS
+    writer = SummaryWriter(str(folder))
+    for s in range(1, STEPS + 1):
+        writer.add_scalar("train/loss", loss(s), s, walltime=start + s)
+        writer.add_scalar("train/accuracy", s / STEPS, s, walltime=start + s)
+        writer.add_scalar("train/lr", 1e-4, s, walltime=start + s)
+    writer.close()
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("foreign") / "logs"
     for run, (write, *_) in FORMATS.items():
         write(logdir / run)
+    tensorboard_tags(logdir / "tensorboard-tags")
     server = Server(logdir)
     try:
         yield server
@@ -186,6 +199,22 @@ def test_a_run_of_another_trainer_is_listed_and_drawn(served, browser, run, tmp_
         assert page.get_by_text(UNTIMED).count() == (0 if timed else 1)
     finally:
         page.screenshot(path=str(tmp_path / f"{run}.png"), full_page=True)
+        page.close()
+
+
+def test_a_run_whose_loss_is_named_otherwise_draws_it_by_default(served, browser, tmp_path):
+    """Issue 20: a TensorBoard run logging ``train/loss`` drew only the gap panels by
+    default, while diagnosis and the alert rules watched its loss (the loss_metrics glob
+    ``*loss*``): the default panels are what diagnosis watches."""
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    try:
+        page.goto(f"{served.url}/run?run=tensorboard-tags")
+        chart(page, "gap_steps").first.wait_for(timeout=30_000)
+        chart(page, "train/loss").first.wait_for(timeout=30_000)
+        chart(page, "train/accuracy").first.wait_for(timeout=30_000)
+        assert chart(page, "train/lr").count() == 0  # not watched, and not a default panel
+    finally:
+        page.screenshot(path=str(tmp_path / "tensorboard-tags.png"), full_page=True)
         page.close()
 
 
