@@ -12,7 +12,8 @@ read, so a folder of 10,000 runs costs a page of 25 or 50 of them (issue 12), an
 refreshed while its runs write nothing reads none of their lines again (``Tails``).
 
 A run's state comes from what its log says: ``run_end`` with status completed -> finished;
-failed or interrupted -> failed (the run ended without completing); still running -> live, or
+failed -> failed; interrupted -> interrupted (stopped on purpose: Ctrl-C, SIGTERM, a scheduler's
+preemption, which a person must not read as a crash); still running -> live, or
 stalled when the stall alert rule would say so (``app/alerts/stall.py``: no line for longer
 than the rule's budget, factor x the typical interval and at least ``min``, or its
 checkpoint budget while a save is open). The budget is the rule's own ``StallJudge.budget``
@@ -64,9 +65,10 @@ from . import frame, pace
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
            "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]
-ENDED = {"completed": "finished", "failed": "failed", "interrupted": "failed"}
+ENDED = {"completed": "finished", "failed": "failed", "interrupted": "interrupted"}
 ALERT_ORDER = ("firing", "pending", "silenced")
-STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "stopped": 2, "failed": 2, "finished": 2}
+STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "stopped": 2, "failed": 2,
+               "interrupted": 2, "finished": 2}
 IDLE_AFTER = 300.0  # the idle_after setting's default (app/settings.py)
 TAIL_LINES = 8192  # rowids read per run: 300 s of pace at up to 27 lines a second
 NEWEST = ("last_loss", "last_accuracy")

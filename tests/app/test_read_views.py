@@ -127,17 +127,19 @@ def test_runs_table_states_from_the_logs_and_the_stall_rule(tmp_path):
     logs, now = tmp_path / "logs", time.time()
     lines = [{"step": s, "loss": 1.0 / s, "accuracy": s / 100, "elapsed_s": s * 2.0}
              for s in range(1, 41)]
-    for run in ("done", "crashed", "quiet", "busy"):
+    for run in ("done", "crashed", "stopped-by-hand", "quiet", "busy"):
         write(logs, run, lines, mtime=now - (3600 if run == "quiet" else 1))
     write(logs, "done", [{"event": "run_end", "step": 40, "status": "completed"}], "events.jsonl")
     write(logs, "crashed", [{"event": "run_end", "step": 40, "status": "failed"}],
           "events.jsonl")
+    write(logs, "stopped-by-hand", [{"event": "run_end", "step": 40, "status": "interrupted",
+                                     "reason": "sigterm"}], "events.jsonl")  # Ctrl-C: no crash
     with Monitor.open(logs, SETTINGS) as monitor:
         monitor.tailer.catch_up()
         table = runs_table(monitor.db.cursor(), now=now)
         state = dict(zip(table["run"], table["state"], strict=True))
         assert state == {"done": "finished", "crashed": "failed", "quiet": "stalled",
-                         "busy": "live"}
+                         "stopped-by-hand": "interrupted", "busy": "live"}
         assert table["run"].iat[0] == "busy"  # live first
         busy = table[table["run"] == "busy"].iloc[0]
         assert (busy["last_step"], busy["lines"], busy["last_loss"]) == (40, 40, 1 / 40)
