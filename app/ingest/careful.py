@@ -107,6 +107,8 @@ def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
     for JSONL of other trainers (formats/keymap.py)."""
     if kind == system.KIND:  # samples of the machine, for system_samples: no metric rows
         parsed = system.parse(data, base)
+    elif kind == "tfevents":
+        parsed = _tfevents_columns(data, base)
     elif kind in READERS:
         parsed = from_records(*_read(kind, data, base, keymap, new.last_step), first=base == 0)
     else:
@@ -129,19 +131,22 @@ def _jsonl(data: bytes, base: int, keymap: KeyMap | None, after: int | None):
     return jsonl.parse(data, base, keymap)
 
 
-def _tfevents(data: bytes, base: int, keymap: KeyMap | None, after: int | None):
+def _tfevents_columns(data: bytes, base: int) -> Parsed:
+    """A TensorBoard file's scalars as columns (columnar.py), or record by record where it
+    declines the batch (keys that need metric_row's rules)."""
+    from . import columnar
     from .formats import tfevents  # protobuf: only for TensorBoard files
 
-    records, problems, _ = tfevents.parse(data, base, final=True)  # the tailer cut the step
-    return records, problems
+    got = tfevents.read(data, base, final=True)  # the tailer cut the step
+    return columnar.parsed(got, first=base == 0) or from_records(
+        tfevents.records(got), got.problems, first=base == 0)
 
 
 # Readers of other trainers' logs: (data, base, keymap, after) -> (records, problems), where
 # ``after`` is the file's last training step stored (a text log's printed dicts count their
 # steps on from it). Their records are v1 dicts, stored by the same rules as our own lines
 # (parse.metric_row). "llmc": text logs tracked before every text log was read.
-READERS = {"jsonl": _jsonl, "text": textlog.parse, "llmc": textlog.parse,
-           "tfevents": _tfevents}
+READERS = {"jsonl": _jsonl, "text": textlog.parse, "llmc": textlog.parse}
 LINE_READERS = frozenset({"jsonl", "text", "llmc"})  # a line of theirs can be read alone
 
 

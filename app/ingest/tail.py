@@ -266,7 +266,7 @@ class Tailer:
 
         settled = (pending is not None and time.monotonic() - pending.since >= SETTLE_S) \
             or time.time() - mtime >= SETTLE_S
-        return tfevents.parse(data, base, final=settled)[2]
+        return tfevents.read(data, base, final=settled).consumed
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
         """Store complete lines: through the fast path if it takes them, else the careful

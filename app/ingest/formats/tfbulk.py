@@ -376,7 +376,7 @@ def records(found: Scalars, groups: np.ndarray, kinds) -> list[Record]:
     if not len(groups):
         return []
     sizes = np.diff(np.append(groups, len(found.step)))
-    shapes, which = _shapes(found, groups, sizes)
+    shapes, which = row_shapes(found, groups, sizes)
     times = np.maximum.reduceat(found.time, groups)
     plans = [kinds(tuple(found.tags[t] for t in shape)) for shape in shapes]
     emitted = np.array([bool(p[0]) + bool(p[2]) for p in plans])[which]
@@ -393,7 +393,7 @@ def records(found: Scalars, groups: np.ndarray, kinds) -> list[Record]:
     return out
 
 
-def _shapes(found: Scalars, groups: np.ndarray, sizes: np.ndarray):
+def row_shapes(found: Scalars, groups: np.ndarray, sizes: np.ndarray):
     """The distinct tag sequences of the rows, and which one each row has."""
     widest = int(sizes.max())
     columns = [np.where(sizes > j, found.tag[np.minimum(groups + j, len(found.tag) - 1)], -1)

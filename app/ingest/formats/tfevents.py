@@ -24,6 +24,7 @@ torch is installed: 1.8 s and 200 MB in the monitor (docs/formats.md).
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -89,10 +90,31 @@ def _event_class():
 Event = _event_class()
 
 
+@dataclass
+class Read:
+    """The scalars of the whole records of ``data`` (tfbulk.Scalars), where each row begins
+    (``groups``), the problems, and the bytes ``consumed``: what both hand-offs make rows
+    of, records here (``parse``) and columns in ingest/columnar.py."""
+    found: tfbulk.Scalars
+    groups: np.ndarray
+    problems: list[Problem]
+    consumed: int
+
+
 def parse(data: bytes, base: int, *, final: bool = False
           ) -> tuple[list[Record], list[Problem], int]:
     """``(records, problems, consumed)`` for the whole records in ``data`` (``base``: its file
     offset). The next call starts at ``base + consumed``."""
+    got = read(data, base, final=final)
+    return records(got), got.problems, got.consumed
+
+
+def records(got: Read) -> list[Record]:
+    return tfbulk.records(got.found, got.groups, kinds)
+
+
+def read(data: bytes, base: int, *, final: bool = False) -> Read:
+    """``parse``'s answer before any record is made (see Read)."""
     if final and (again := _LAST.take(data, base)) is not None:
         return again
     starts, lengths, problems, consumed = tfrecord.scan(data, base)
@@ -103,31 +125,30 @@ def parse(data: bytes, base: int, *, final: bool = False
         consumed = held - base
         problems = [p for p in problems if p.offset < held]
         found, groups = found.head(int(groups[-1])), groups[:-1]
-    records = tfbulk.records(found, groups, _kinds)
-    _LAST.keep(data, base, consumed, records, problems)
-    return records, problems, consumed
+    got = Read(found, groups, problems, consumed)
+    _LAST.keep(data, base, got)
+    return got
 
 
 class _Last:
     """The last answer, for the one question that follows it: the tailer asks how much of
     ``data`` is complete (tail.py ``_complete``), then has the careful path read exactly that
-    much (careful.py, ``final=True``). Those records are the ones already made: read again,
+    much (careful.py, ``final=True``). Those scalars are the ones already read: read again,
     a million events cost twice. Held for that one question, and only for large reads."""
 
     def __init__(self) -> None:
         self.held: tuple | None = None
 
-    def keep(self, data: bytes, base: int, consumed: int, records, problems) -> None:
-        large = len(records) >= 1000
-        self.held = (data, base, consumed, records, problems) if large else None
+    def keep(self, data: bytes, base: int, got: Read) -> None:
+        self.held = (data, base, got) if len(got.groups) >= 1000 else None
 
-    def take(self, data: bytes, base: int):
+    def take(self, data: bytes, base: int) -> Read | None:
         held, self.held = self.held, None
-        if held is None or held[1:3] != (base, len(data)):
+        if held is None or (held[1], held[2].consumed) != (base, len(data)):
             return None
         if memoryview(held[0])[:len(data)] != memoryview(data):
             return None
-        return held[3], held[4], len(data)
+        return held[2]
 
 
 _LAST = _Last()
@@ -148,7 +169,7 @@ def _slow(offset: int, body: bytes) -> list[tuple[int, float, str, float]] | Pro
                        f"({type(exc).__name__}: {exc}); record skipped")
 
 
-def _kinds(tags: tuple[str, ...]) -> tuple[list[int], list[str], list[int], list[str]]:
+def kinds(tags: tuple[str, ...]) -> tuple[list[int], list[str], list[int], list[str]]:
     """Of a step's tags: the positions and v1 keys of its training ones, then of its
     evaluation ones (kept apart from the line)."""
     train = [(i, key(tag)) for i, tag in enumerate(tags) if not is_eval_key(tag)]
