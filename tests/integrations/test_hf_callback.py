@@ -8,12 +8,9 @@ stall after step 15 and of the loss thrown up after it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli
+from tests.integrations.realtrain import diagnosed, incident, launch, lines
 
 TRAIN = r'''
 import sys, time
@@ -63,26 +60,16 @@ trainer.train(resume_from_checkpoint=str(out / "checkpoint-15") if mode == "resu
 '''
 
 
-def launch(tmp_path: Path, mode: str) -> subprocess.CompletedProcess:
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
-                           str(tmp_path / "out"), mode], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
-
-
-def lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def train(tmp_path: Path, mode: str):
+    return launch(tmp_path / "train.py", TRAIN, tmp_path / "logs", tmp_path / "out", mode)
 
 
 def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_path):
-    first = launch(tmp_path, "first")
+    first = train(tmp_path, "first")
     assert first.returncode == 0, first.stderr[-3000:]
     run = tmp_path / "logs" / "hf"
     assert "train_runtime" in json.loads((run / "run.json").read_text())["summary"]
-    resumed = launch(tmp_path, "resume")
+    resumed = train(tmp_path, "resume")
     assert resumed.returncode != 0 and "illegal memory access" in resumed.stderr
     events = lines(run / "events.jsonl")
     saves = [(e["event"], e["step"]) for e in events if e["event"].startswith("checkpoint")]
@@ -103,17 +90,12 @@ def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_
     assert [e["reason"] for e in ends] == ["finished", "error"], ends
     assert "illegal memory access" in ends[1]["error"]
 
-    valid = run_cli("validate", str(run))
-    assert valid.returncode == 0, valid.stdout + valid.stderr
-    done = run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once")
-    assert done.returncode == 0, done.stderr
-    told = run_cli("diagnose", str(tmp_path / "logs"))
-    assert "STALL at step 16" in told.stdout, told.stdout
-    stall = told.stdout.split("STALL at step 16", 1)[1].split("\n\n", 1)[0]
-    assert "Likely cause: checkpoint." in stall, told.stdout
-    assert "checkpoint at step 15 blocked the training loop for 3" in stall, told.stdout
+    told = diagnosed(run)
+    stall = incident(told, "STALL at step 16")
+    assert "Likely cause: checkpoint." in stall, told
+    assert "checkpoint at step 15 blocked the training loop for 3" in stall, told
     # the loss the bad update threw up (a spike, or a divergence when it stays up)
-    after = told.stdout.split(" in loss at step 17", 1)[1].split("\n\n", 1)[0]
+    after = incident(told, " in loss at step 17")
     assert "Likely cause: checkpoint." in after or "Likely causes: checkpoint," in after
 
 
@@ -153,12 +135,7 @@ SlowSaves(model=model, args=args, train_dataset=Tokens(),
 def test_a_save_at_each_epoch_end_is_timed_from_before_it(tmp_path):
     """save_strategy="epoch": the Trainer saves after on_epoch_end, with no step flag set; the
     save's start is written there, before the save, not after it at on_save."""
-    script = tmp_path / "epochs.py"
-    script.write_text(EPOCHS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
-                           str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=180)
+    done = launch(tmp_path / "epochs.py", EPOCHS, tmp_path / "logs", tmp_path / "out")
     assert done.returncode == 0, done.stderr[-3000:]
     events = lines(tmp_path / "logs" / "epochs" / "events.jsonl")
     saves = [e for e in events if e["event"].startswith("checkpoint")]

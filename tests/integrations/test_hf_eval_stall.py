@@ -9,12 +9,10 @@ first."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
+from tests.integrations.realtrain import incident, launch, lines
 
 TRAIN = r'''
 import sys, time
@@ -48,23 +46,8 @@ Trainer(model=model, args=args, train_dataset=Tokens(64), eval_dataset=Tokens(8,
 '''
 
 
-def lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def incident(report: str, heading: str) -> str:
-    assert heading in report, report
-    return report.split(heading, 1)[1].split("\n\n", 1)[0]
-
-
 def test_a_slow_evaluation_in_a_real_trainer_names_evaluation_for_its_stall(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
-                           str(tmp_path / "out")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=180)
+    done = launch(tmp_path / "train.py", TRAIN, tmp_path / "logs", tmp_path / "out")
     assert done.returncode == 0, done.stderr[-3000:]
     events = lines(tmp_path / "logs" / "hf-eval" / "events.jsonl")
     assert not [e for e in events if e["event"].startswith("checkpoint")], events

@@ -8,19 +8,30 @@ save adds nothing to them."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
+from tests.integrations.realtrain import diagnosed, incident, launch, lines
 
-TRAIN = r'''
-import sys, time
-from pathlib import Path
+# the module both scripts train: one linear layer learning the sum of its 4 inputs
+TINY = r'''
 import torch
 import lightning.pytorch as pl
+
+class Tiny(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def mse(self, batch):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+'''
+
+TRAIN = TINY + r'''
+import sys, time
+from pathlib import Path
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from cliffwatch.integrations.lightning import CliffwatchCallback
@@ -44,20 +55,13 @@ class Busy(Callback):  # 1 s of other work in the hook before the save: not the 
         if mode == "resume" and trainer.global_step == 25:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 1)
+class Logged(Tiny):
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.layer(x), y)
+        loss = self.mse(batch)
         self.log("train_mse", loss)
         return loss
     def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val_loss", torch.nn.functional.mse_loss(self.layer(x), y))
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.05)
+        self.log("val_loss", self.mse(batch))
 
 torch.manual_seed(0)
 torch.set_num_threads(1)  # a tiny model on a shared machine: threads only contend
@@ -70,28 +74,19 @@ trainer = pl.Trainer(max_steps=30, accelerator="cpu", devices=1, logger=False,
                      enable_model_summary=False, num_sanity_val_steps=0, plugins=[SlowIO()],
                      callbacks=[CliffwatchCallback(logdir=logs, name="pl", system=False),
                                 Busy(), saves])
-trainer.fit(Tiny(), loader(), loader(),
+trainer.fit(Logged(), loader(), loader(),
             ckpt_path=str(ckpt / "epoch=0-step=10.ckpt") if mode == "resume" else None)
 '''
 
 
-def launch(tmp_path: Path, mode: str) -> subprocess.CompletedProcess:
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(script), str(tmp_path / "logs"),
-                           str(tmp_path / "ckpt"), mode], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
-
-
-def lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def train(tmp_path: Path, mode: str):
+    return launch(tmp_path / "train.py", TRAIN, tmp_path / "logs", tmp_path / "ckpt", mode)
 
 
 def test_a_real_lightning_run_resumed_and_crashed_writes_what_names_its_slow_save(tmp_path):
-    first = launch(tmp_path, "first")
+    first = train(tmp_path, "first")
     assert first.returncode == 0, first.stderr[-3000:]
-    resumed = launch(tmp_path, "resume")
+    resumed = train(tmp_path, "resume")
     assert resumed.returncode != 0 and "CUDA out of memory" in resumed.stderr
     run = tmp_path / "logs" / "pl"
     events = lines(run / "events.jsonl")
@@ -113,33 +108,19 @@ def test_a_real_lightning_run_resumed_and_crashed_writes_what_names_its_slow_sav
     evals = [m for m in metrics if "val_loss" in m]  # a line of their own, at their step
     assert [m["step"] for m in evals] == [16, 16] and "loss" not in evals[0]
 
-    valid = run_cli("validate", str(run))
-    assert valid.returncode == 0, valid.stdout + valid.stderr
-    done = run_cli("ingest", "--logdir", str(tmp_path / "logs"), "--once")
-    assert done.returncode == 0, done.stderr
-    told = run_cli("diagnose", str(tmp_path / "logs"))
-    assert "STALL at step 21" in told.stdout, told.stdout
-    stall = told.stdout.split("STALL at step 21", 1)[1].split("\n\n", 1)[0]
-    assert "Likely cause: checkpoint." in stall, told.stdout
-    assert "checkpoint at step 20 blocked the training loop for 3" in stall, told.stdout
-    spike = told.stdout.split("SPIKE in loss at step 22", 1)[1].split("\n\n", 1)[0]
-    assert "Likely causes: checkpoint," in spike, told.stdout
+    told = diagnosed(run)
+    stall = incident(told, "STALL at step 21")
+    assert "Likely cause: checkpoint." in stall, told
+    assert "checkpoint at step 20 blocked the training loop for 3" in stall, told
+    assert "Likely causes: checkpoint," in incident(told, "SPIKE in loss at step 22"), told
 
 
-DDP = r'''
-import torch
-import lightning.pytorch as pl
+DDP = TINY + r'''
 from cliffwatch.integrations.lightning import CliffwatchCallback
 
-class Tiny(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 1)
+class Plain(Tiny):
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        return torch.nn.functional.mse_loss(self.layer(x), y)
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.05)
+        return self.mse(batch)
 
 if __name__ == "__main__":  # Lightning starts rank 1 by running this script again
     torch.set_num_threads(1)
@@ -149,7 +130,7 @@ if __name__ == "__main__":  # Lightning starts rank 1 by running this script aga
                          logger=False, log_every_n_steps=1, enable_progress_bar=False,
                          enable_model_summary=False, enable_checkpointing=False,
                          callbacks=[CliffwatchCallback(logdir="logs", system=False)])
-    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    trainer.fit(Plain(), torch.utils.data.DataLoader(data, batch_size=4))
 '''
 
 
@@ -157,11 +138,7 @@ def test_two_ddp_processes_with_no_name_write_one_run_with_a_rank_file_each(tmp_
     """Without a name each process would name the run from its own clock and process ids:
     rank 0's name is broadcast, so the two processes write one run folder, rank 0 its
     metrics and both their rank{N}.jsonl (seconds per step, waiting for input)."""
-    script = tmp_path / "ddp.py"
-    script.write_text(DDP)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = launch(tmp_path / "ddp.py", DDP, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [run] = list((tmp_path / "logs").iterdir())
     assert sorted(p.name for p in run.iterdir()) == [
