@@ -268,28 +268,28 @@ def _first_line_columns(db_store: Store, keys: list[str]) -> list[str] | None:
     """Add columns for the group's first-line keys when the table has no other column (so a
     key of DuckDB's sample that no first line holds has none, and the insert does not bind);
     returns its DOUBLE keys, or None: describe the lines."""
-    known = db_store.known(TABLE)
+    known = db_store.columns.known(TABLE)
     if not set(known) <= {fold(k) for k in keys} | clean.OWN_COLUMNS:
         return None
-    if not db_store.fits(TABLE, keys):
+    if not db_store.columns.fits(TABLE, keys):
         return None
-    db_store.add_columns(TABLE, [k for k in keys if fold(k) not in known])
+    db_store.columns.add(TABLE, [k for k in keys if fold(k) not in known])
     return [k for k in keys if k != "step"]
 
 
 def _columns(db_store: Store, path: Path) -> list[str]:
     """Add columns for the group's new keys (committed ahead, as fast.py does); returns its
     DOUBLE keys in their own spelling."""
-    known = db_store.known(TABLE)
+    known = db_store.columns.known(TABLE)
     described = db_store.db.run("ingest/chunk_columns", {"path": str(path)}).fetchall()
     names = clean.new_columns(described, known, frozenset({ID}))
     ours = fold(ID)
     if names is None or any((fold(d[0]) == ours and d[0] != ID) or _renamed_from(d[0]) == ours
                             for d in described):
         raise Refused("a key needs mapping to its column, or a value is no number")
-    if not db_store.fits(TABLE, names):
+    if not db_store.columns.fits(TABLE, names):
         raise Refused("more keys than --max-metric-columns leaves room for")
-    db_store.add_columns(TABLE, names)
+    db_store.columns.add(TABLE, names)
     return [d[0] for d in described if d[0] not in {ID, "step", "buckets"}]
 
 

@@ -138,7 +138,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
         for start in starts:  # one at most: the steps rise after the first
             db.run("ingest/insert_attempt", dict(start, run=state.run, file_id=state.file_id))
     db.run("ingest/run_touch", {"run": state.run})
-    db_store.update_file(new)
+    db_store.update_files([new])
     return scan.lines
 
 
@@ -149,15 +149,15 @@ def _first_line_columns(db_store: Store, kind: str, chunk: clean.Chunk) -> list[
         return None
     table = TABLES[kind]
     try:
-        known = db_store.known(table)
+        known = db_store.columns.known(table)
     except duckdb.Error:
         return None
     names = clean.first_line_columns(chunk.first, known)
     if names is None:
         return None
-    if not db_store.fits(table, names):
+    if not db_store.columns.fits(table, names):
         return None
-    db_store.add_columns(table, [name for name in names if fold(name) not in known])
+    db_store.columns.add(table, [name for name in names if fold(name) not in known])
     return names
 
 
@@ -171,7 +171,7 @@ def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | 
     infinity filter sees them."""
     table, skip = TABLES[kind], SKIPPED[kind]
     try:
-        known = db_store.known(table)
+        known = db_store.columns.known(table)
         described = db_store.db.run("ingest/chunk_columns",
                                     {"path": str(chunk.path)}).fetchall()
     except duckdb.Error as exc:
@@ -179,7 +179,7 @@ def _columns_for(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | 
     names = clean.new_columns(described, known, skip)
     if names is None:
         return "a key needs mapping to its column, or a value is no number"
-    if not db_store.fits(table, names):
+    if not db_store.columns.fits(table, names):
         return "more keys than --max-metric-columns leaves room for"
-    db_store.add_columns(table, names)
+    db_store.columns.add(table, names)
     return [d[0] for d in described if d[0] not in skip | {"step", "buckets"}]

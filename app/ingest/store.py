@@ -9,40 +9,29 @@ batch hand the bytes to a smaller reading), anything else is retried (retry.py).
 The ``FileState`` mirrors one row of the ``files`` table; it is only changed in memory after
 the transaction that stores it has committed.
 
-New metric keys get their columns first, in small transactions of their own, up to
-``max_metric_columns``; further keys go to the map column ``extra_metrics`` (one warning per
-run names them). Column names come from ``columns.py``, and are compared as DuckDB does.
+Many files' batches may share one transaction (``commit``: one tick's appends, a catch-up's
+events logs, each written by one statement per table for all of them). Which columns a table
+has, and whether new keys fit, is the column room's question (room.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 
 import duckdb
 
 from ..db.database import Database
-from ..lazy import LazyModule
 from ..settings import REGISTRY
 from . import memory, writing
-from .columns import OVERFLOW, column_name, fold, is_metric_column
 from .filestate import FileState, adopt
 from .formats import keymap
 from .formats.keymap import KeyMap
 from .parse import Parsed, Problem
-from .writing import table_of
-
-np = LazyModule("numpy")  # the careful path's; the fast path needs neither
-pa = LazyModule("pyarrow")
-pc = LazyModule("pyarrow.compute")
+from .room import ColumnRoom
 
 log = logging.getLogger("cliffwatch.ingest")
 MAX_COLUMNS = next(s.default for s in REGISTRY if s.name == "max_metric_columns")
-# ALTER TABLEs per transaction: DuckDB keeps every version of the table's catalog entry until
-# commit, so n columns added in one transaction cost memory ~ n^2 outside memory_limit (5,000
-# keys: 6.9 GB). Small committed groups keep it flat; an empty column is harmless.
-ALTERS_PER_TRANSACTION = 64
 
 
 @dataclass
@@ -107,8 +96,7 @@ class Store:
     def __init__(self, db: Database, max_columns: int = MAX_COLUMNS):
         self.db = db
         self.max_columns = max_columns  # metric columns per table; more keys go to OVERFLOW
-        self._columns: dict[str, dict[str, str]] = {}  # table -> {folded name: name}
-        self._overflow_noted: dict[str, set[str]] = {}  # run -> keys reported as overflowing
+        self.columns = ColumnRoom(db, lambda: self.max_columns)
         self.keymaps: list[KeyMap] = []  # extra key mappings per run glob (formats/keymap.py)
 
     def keymap(self, run: str) -> KeyMap | None:
@@ -120,13 +108,11 @@ class Store:
         return [FileState(**dict(zip(names, row, strict=True))) for row in result.fetchall()]
 
     def add_file(self, run: str, path: str, kind: str) -> FileState:
-        params = {"run": run, "path": path, "kind": kind}
-        file_id = self.db.run("ingest/file_insert", params).fetchall()[0][0]
-        return FileState(file_id, run, path, kind)
+        return self.add_files([(run, path, kind)])[0]
 
     def add_files(self, found: list[tuple[str, str, str]]) -> list[FileState]:
-        """``add_file`` for many (run, path, kind) at once: one statement, not one commit per
-        file (discovering 1,000 new runs took seconds, one INSERT each)."""
+        """Register many (run, path, kind) at once: one statement, not one commit per file
+        (discovering 1,000 new runs took seconds, one INSERT each)."""
         if not found:
             return []
         runs, paths, kinds = (list(column) for column in zip(*found, strict=True))
@@ -136,22 +122,33 @@ class Store:
         return [FileState(ids[path], run, path, kind) for run, path, kind in found]
 
     def update_files(self, news: list[FileState]) -> None:
-        """``update_file`` for many files of one transaction, in one statement (batch.py).
-        Only what a first read sets: ``crlf_reported`` and ``partial_reported`` stay."""
+        """Store the files' new rows, in one statement for all (inside their transaction)."""
         self.db.run("ingest/files_update_batch", {
             "file_ids": [n.file_id for n in news], "inodes": [n.inode for n in news],
             "sizes": [n.size for n in news], "offsets": [n.offset for n in news],
             "heads": [n.head for n in news], "attempts": [n.attempt for n in news],
             "last_steps": [n.last_step for n in news], "lines": [n.lines for n in news],
             "mtimes": [n.mtime for n in news], "grew_ats": [n.grew_at for n in news],
-            "tails": [n.tail for n in news]})
+            "states": [n.state for n in news], "crlfs": [n.crlf_reported for n in news],
+            "partials": [n.partial_reported for n in news], "tails": [n.tail for n in news],
+            "writers": [n.writers for n in news]})
 
     def commit(self, state: FileState, batch: Batch) -> int:
         """Write the batch; on success copy the new state into ``state``. Returns rows written."""
-        noted = self._fit_columns(state, batch)
-        rows = self.transaction(lambda cur: (writing.write(self, cur, state, batch),
-                                             [(state, batch.new_state)]), [state.path])
-        self._overflow_noted.setdefault(state.run, set()).update(noted)
+        return self.commit_many([(state, batch)])
+
+    def commit_many(self, batches: list[tuple[FileState, Batch]]) -> int:
+        """Write many files' batches in one transaction (each file once); on success each
+        ``state`` becomes its batch's new state. Returns rows written."""
+        reporting: dict[str, set[str]] = {}  # run -> overflowing keys this commit reports
+        for state, batch in batches:
+            reporting.setdefault(state.run, set()).update(
+                self.columns.fit(state, batch, reporting.get(state.run, set())))
+        rows = self.transaction(lambda cur: (writing.write(self, cur, batches), [
+            (state, batch.new_state) for state, batch in batches]),
+            [state.path for state, _ in batches])
+        for run, keys in reporting.items():
+            self.columns.reported.setdefault(run, set()).update(keys)
         return rows
 
     def record(self, state: FileState, new: FileState, *problems: Problem,
@@ -182,119 +179,9 @@ class Store:
             adopt(state, new)
         return result
 
-    def room(self, table: str) -> int:
-        """Metric columns ``table`` may still get under ``max_columns`` (below 0 if the cap
-        was lowered since)."""
-        return self.max_columns - sum(map(is_metric_column, self.known(table)))
-
-    def fits(self, table: str, names) -> bool:
-        """Whether the metric columns among ``names`` that ``table`` lacks fit its room: the
-        one column-room check of every path."""
-        known = self.known(table)
-        return sum(is_metric_column(n) for n in names if fold(n) not in known) \
-            <= self.room(table)
-
     def rollback(self, cur) -> None:
         """Undo the open transaction after a failure (the caller re-raises that failure). If
         the rollback fails too, the cursor may be left in an aborted transaction that fails
         every later statement: drop it, and the next call opens a fresh one."""
-        self._columns.clear()  # a rolled-back ALTER TABLE must be seen again
+        self.columns.forget()  # a rolled-back ALTER TABLE must be seen again
         self.db.rollback(cur)
-
-    def _fit_columns(self, state: FileState, batch: Batch) -> set[str]:
-        """Give the batch's new metric keys their columns (committed ahead, in small groups)
-        up to ``max_columns``; move the rest into the OVERFLOW map, with one warning per run
-        for keys not reported before. Returns the keys reported."""
-        rows = batch.parsed.rows
-        if rows is None or not rows.num_rows:
-            return set()
-        if state.kind == "rank":  # the rank a line names is its file's rank (log-format.md)
-            rows = batch.parsed.rows = rows.drop_columns(
-                [n for n in rows.column_names if fold(n) == fold(column_name("rank"))])
-        table = table_of(state.kind)
-        known = self.known(table)
-        new = [n for n in rows.column_names if fold(n) not in known]
-        room = max(0, self.room(table))
-        extra = [n for n in new if is_metric_column(n)][room:]
-        if extra:
-            moved = set(extra)
-            new = [n for n in new if n not in moved]
-            batch.parsed.rows = rows = overflow(rows, extra)
-            if fold(OVERFLOW) not in known:
-                new.append(OVERFLOW)
-        self.add_columns(table, new)
-        unnoted = [n for n in extra if n not in self._overflow_noted.get(state.run, ())]
-        if unnoted:
-            first = int(np.argmax(rows.column(OVERFLOW).is_valid().to_numpy(
-                zero_copy_only=False)))  # the first line that carries one
-            offsets = batch.parsed.row_offsets
-            offset = offsets[first] if first < len(offsets) else 0
-            batch.parsed.problems.append(_overflow_problem(self.max_columns, offset, unnoted))
-        return set(unnoted)
-
-    def add_columns(self, table: str, names: list[str]) -> None:
-        """Add columns in small transactions of their own (ALTERS_PER_TRANSACTION each),
-        committed before the rows."""
-        for start in range(0, len(names), ALTERS_PER_TRANSACTION):
-            cur = self.db.cursor()
-            cur.begin()
-            try:
-                self.ensure_columns(cur, table, names[start:start + ALTERS_PER_TRANSACTION])
-                cur.commit()
-            except BaseException:
-                self.rollback(cur)
-                raise
-
-    def update_file(self, new: FileState) -> None:
-        self.db.run("ingest/file_update", {k: v for k, v in dataclasses.asdict(new).items()
-                                           if k not in ("run", "path", "kind")})
-
-    def known(self, table: str) -> dict[str, str]:
-        """The table's columns: {name folded as DuckDB compares them: name} (cached)."""
-        if table not in self._columns:
-            result = self.db.run("ingest/table_columns", {"table": table}).fetchall()
-            self._columns[table] = {fold(r[0]): r[0] for r in result}
-        return self._columns[table]
-
-    def ensure_columns(self, cur, table: str, names: list[str]) -> None:
-        known = self.known(table)
-        for name in names:
-            if fold(name) not in known:
-                query = {"buckets": "ingest/add_list_column",
-                         OVERFLOW: "ingest/add_overflow_column"}.get(name, "ingest/add_column")
-                self.db.run(query, identifiers={"table": table, "column": name})
-                known[fold(name)] = name
-
-
-def overflow(rows: pa.Table, names: list[str]) -> pa.Table:
-    """``rows`` with the columns ``names`` moved into the map column OVERFLOW (``{name:
-    value}`` of each row's non-NULL ones; NULL when it has none). Cost follows the values
-    present, not rows times names: wide logs are often sparse."""
-    row_ids, key_ids, values = [], [], []
-    index = {name: i for i, name in enumerate(rows.column_names)}  # column(name) scans them
-    for i, name in enumerate(names):
-        column = rows.column(index[name])
-        present = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False))
-        row_ids.append(present)
-        key_ids.append(np.full(len(present), i))
-        values.append(column.take(present).to_numpy(zero_copy_only=False))
-    row_id = np.concatenate(row_ids)
-    order = np.argsort(row_id, kind="stable")
-    counts = np.bincount(row_id, minlength=rows.num_rows)
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
-    keys = pa.array(names, pa.string()).take(pa.array(np.concatenate(key_ids)[order]))
-    items = pa.array(np.concatenate(values)[order], pa.float64())
-    extra = pa.MapArray.from_arrays(offsets, keys, items, mask=pa.array(counts == 0))
-    moved = set(names)
-    kept = rows.select([i for i, name in enumerate(rows.column_names) if name not in moved])
-    return kept.append_column(pa.field(OVERFLOW, pa.map_(pa.string(), pa.float64())), extra)
-
-
-def _overflow_problem(max_columns: int, offset: int, unnoted: list[str]) -> Problem:
-    shown = ", ".join(unnoted[:20]) + (f" and {len(unnoted) - 20} more"
-                                         if len(unnoted) > 20 else "")
-    return Problem(offset, "warning", f"metric column limit reached (max_metric_columns="
-                   f"{max_columns}): {len(unnoted)} key(s) kept in the map column "
-                   f"{OVERFLOW} (read one as {OVERFLOW}['key']): {shown}; raise "
-                   "--max-metric-columns to give new keys their own columns (the cap is "
-                   "also at most --memory-limit / 512 KiB: raise both)")

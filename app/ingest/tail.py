@@ -7,6 +7,7 @@ they hold is stored. Every question it asks has a room of its own:
 - unfinished lines: unfinished.py; what another trainer's file is: sniff.py;
 - rotation: rotation.py; files that are gone or refused: gone.py;
 - storing it: fast.py, batch.py and careful.py, each through store.py's one transaction;
+  the careful path's segments of a tick are held and stored together (together.py);
 - what to do on failure: retry.py.
 
 Watchdog events only say where to look; the tailer always decides from the file itself: its
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 from ..db.database import Database
-from . import batch, careful, fast, follow, gone, memory, saves, wholefile
+from . import batch, careful, fast, follow, gone, memory, saves, together, wholefile
 from .activity import Changes
 from .filestate import FileState, refresh
 from .formats import detect, keymap
@@ -69,6 +70,7 @@ class Tailer:
         self.rotations = Rotations(self.root, self.store, self.reads)
         self.rotated = self.rotations.rotated
         self.sniffer = Sniffer(self.store, self.reads)
+        self.held = together.Holding()  # this tick's careful-path segments, not stored yet
         # files refused for their permissions: looked at every tick, as no event says that
         # permissions changed
         self.unreadable = {s.path for s in self.files.values() if s.state == "unreadable"}
@@ -95,6 +97,8 @@ class Tailer:
         rows += self._store_new(states)  # new logs many to a transaction (batch.py)
         self.schedule.busy = set()
         for state in states:
+            if state.kind not in together.KINDS or self.held.full():
+                rows, caught_up = self._store_held(rows, caught_up)  # it may ask of theirs
             seen = (state.offset, state.mtime, state.state)
             outcome = self.retry.attempt(state.path, self._follow, state)
             done, added = outcome or (False, 0)
@@ -104,6 +108,7 @@ class Tailer:
                 self.schedule.busy.add(state.path)
             if (state.offset, state.mtime, state.state) != seen:
                 self.schedule.grew(state)
+        rows, caught_up = self._store_held(rows, caught_up)
         if self.schedule.ends_seen:
             self.retry.attempt(STATUS_KEY, self.schedule.read_finished)
         if caught_up:
@@ -191,9 +196,12 @@ class Tailer:
                 self.unreadable.add(state.path)
             gone.refuse(self.store, state, refused)
             return True, late
-        with handle:
+        try:
             done, rows = self._read(state, handle)
-            return done, rows + late
+        finally:
+            if not self.held.holds(handle):  # a held segment's file stays open until stored
+                handle.close()
+        return done, rows + late
 
     def _unchanged(self, state: FileState, path: str) -> bool:
         """A stat says nothing new since the last look (the common case, kept cheap)."""
@@ -247,7 +255,10 @@ class Tailer:
         if end == 0:
             return self.lines.no_newline(state, new, data, handle, reason), rows
         self.retry.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
-        rows += self._consume(state, new, data[:end], handle, reason)
+        stored = self._consume(state, new, data[:end], handle, reason, data[end:])
+        if stored is None:
+            return True, rows  # held: stored with the tick's others, its rest remembered then
+        rows += stored
         if spent:
             return False, rows  # this tick's budget for the file is spent; more may follow
         self.lines.remember(state, handle, data[end:])
@@ -268,10 +279,12 @@ class Tailer:
             or time.time() - mtime >= SETTLE_S
         return tfevents.read(data, base, final=settled).consumed
 
-    def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason) -> int:
+    def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason,
+                 rest: bytes | None = None) -> int | None:
         """Store complete lines: through the fast path if it takes them, else the careful
         path. ``new`` holds the position before ``data`` (reset already if the file was
-        replaced)."""
+        replaced). Given ``rest`` (the bytes after them), careful-path lines of a file that
+        is not failing are held for the tick's one transaction: None."""
         segment = Segment(state, new, handle, data, reason)
         if self.fast_path:
             outcome = fast.store(self.store, segment, self.scratch)
@@ -279,7 +292,43 @@ class Tailer:
                 self.rows_by_path["fast"] += outcome.rows
                 return outcome.rows
             log.debug("%s: careful path (%s)", state.path, outcome.refused)
+        retry = self.retry
+        if rest is not None and state.kind in together.KINDS and self.held.takes(segment) \
+                and retry.backoff.due(together.KEY) and state.path not in retry.shrunk \
+                and state.path not in retry.backoff.failing:
+            self.held.add(self.store, segment, rest, retry.tried.get(state.path))
+            return None
         rows = careful.store(self.store, segment)
         self.rows_by_path["careful"] += rows
         return rows
 
+    def _store_held(self, rows: int, stored_all: bool) -> tuple[int, bool]:
+        """Store the held segments, many to a transaction; a group the database refuses is
+        stored file by file, each under its own retry as if it had not been held. Returns
+        ``rows`` with theirs added, and ``stored_all`` if every one was stored."""
+        group, before = self.held.take(), rows
+        try:
+            outcome = self.retry.attempt(together.KEY, together.store, self.store, group) \
+                if len(group) > 1 else (0, False)
+            if outcome is None:  # not stored (an Uncertain COMMIT): looked at, read back
+                self.retry.unsure.update(item.segment.state.path for item in group)
+                return rows, False
+            rows += outcome[0]
+            for item in group:
+                added = 0 if outcome[1] else self._alone(item)
+                if added is not None:
+                    self.lines.remember(item.segment.state, item.segment.handle, item.rest)
+                    self.schedule.grew(item.segment.state)
+                rows, stored_all = rows + (added or 0), stored_all and added is not None
+        finally:
+            together.close(group)
+        self.rows_by_path["careful"] += rows - before
+        return rows, stored_all
+
+    def _alone(self, item: together.Held) -> int | None:
+        """A held segment stored alone (read again: a transaction that failed may have
+        added to its batch), under its file's retry: rows, or None if it failed."""
+        path = item.segment.state.path
+        if item.tried is not None:
+            self.retry.tried[path] = item.tried
+        return self.retry.attempt(path, careful.store, self.store, item.segment)
