@@ -11,6 +11,7 @@ import bisect
 import itertools
 import logging
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..db import queries
 from ..ingest.parse import records_table
-from . import crash, frozen, schedule, straggler
+from . import crash, frozen, marks, schedule, straggler
 from .causes import (
     BucketRuns,
     RunContext,
@@ -138,6 +139,12 @@ class LiveRun:
         self.recent: dict[str, np.ndarray] = {}  # the last TAIL lines, column by column
         self.last_line = -1
 
+    def __getstate__(self) -> dict:
+        """What a restarted server restores (marks.py): all but the contexts read for the
+        windows, which are read again when next needed, as a server that never stopped would
+        read them for an incident a new event touches."""
+        return {**self.__dict__, "contexts": {}}
+
     def feed(self, table: pa.Table, watch: Watch, evaluations=None) -> list[Incident]:
         """Judge new lines (a run_lines table); returns the incidents found or grown, each
         remembering its window. ``evaluations``: load.evaluated's lookup (RunDetector.feed)."""
@@ -248,9 +255,13 @@ class LiveDiagnosis:
     after which nothing was ingested stops there, having read no row); then one query for
     every run's new lines, one for those runs and the new events, one for every run's new
     rank lines, and one write per incident found or grown (their causes judged from their
-    own windows)."""
+    own windows).
 
-    def __init__(self, db, watch: Watch):
+    With ``resume``, it starts from the marks a server stored (marks.py): a restarted server
+    reads only what was stored after them, and a run's state only when the run has something
+    new; ``save()`` stores them."""
+
+    def __init__(self, db, watch: Watch, resume: bool = False):
         self.db, self.watch = db, watch
         self.runs: dict[str, LiveRun] = {}
         self.stragglers: dict[str, straggler.Stragglers] = {}
@@ -258,6 +269,45 @@ class LiveDiagnosis:
         self.last_rank_line = -1  # ranks_all's rowid judged so far, every run's
         self.last_event = -1  # events' rowid judged so far, every run's
         self.stored: dict[tuple, tuple] = {}  # incident -> the causes this process stored
+        self.dirty: set[str] = set()  # runs whose state changed since the marks were saved
+        self.saved_at = -math.inf  # time.monotonic() of the last save
+        self.looked: set[str] | None = None  # runs whose stored state was read (None: the
+        # marks were not read, so no state is either)
+        if resume:
+            self._resume()
+
+    def _resume(self) -> None:
+        found = marks.load(self.db.cursor(), self.watch)
+        if found is not None:
+            self.last_line, self.last_event, self.last_rank_line = found
+            self.looked = set()
+
+    def _restore(self, cursor, runs) -> None:
+        """Read the stored states of those of ``runs`` not read yet (one query)."""
+        if self.looked is None:
+            return
+        wanted = sorted(set(runs) - self.looked)
+        if not wanted:
+            return
+        for run, state in marks.restore(cursor, wanted).items():
+            if state["lines"] is not None:
+                self.runs[run] = state["lines"]
+            if state["ranks"] is not None:
+                self.stragglers[run] = state["ranks"]
+        self.looked.update(wanted)
+
+    def save(self, force: bool = False) -> bool:
+        """Store the marks and the changed runs' states (at most every SAVE_S seconds unless
+        ``force``); whether it did."""
+        if not self.dirty or (not force and time.monotonic() - self.saved_at < marks.SAVE_S):
+            return False
+        states = {run: {"lines": self.runs.get(run), "ranks": self.stragglers.get(run)}
+                  for run in self.dirty}
+        marks.save(self.db, self.watch, (self.last_line, self.last_event,
+                                         self.last_rank_line), states)
+        self.dirty.clear()
+        self.saved_at = time.monotonic()
+        return True
 
     def update(self) -> int:
         """Judge every run's new lines; returns incidents stored or changed."""
@@ -298,12 +348,14 @@ class LiveDiagnosis:
         the incidents the new events touch, and store what changed."""
         lines = _by_run(table)
         runs, events = self._runs(cursor, list(lines), upto_event)
+        self._restore(cursor, runs.keys() | lines.keys())
         changed = 0
         for run in sorted(runs.keys() | lines.keys()):
             live = self.runs.get(run)
             if live is None and run not in lines:
                 continue  # events of a run with no lines yet: no incident to judge again
             live = live or self.runs.setdefault(run, LiveRun(run, self.watch))
+            self.dirty.add(run)
             table = _unread(lines.get(run), live.last_line)
             new = (live.feed(table, self.watch, evaluated(cursor, run))
                    if table is not None else [])
@@ -334,8 +386,11 @@ class LiveDiagnosis:
         read = queries.arrow if self.last_rank_line < 0 else queries.arrow_small
         table = read(cursor, "diagnose/rank_lines", params)
         found = []
-        for run, lines in straggler.by_run(table):
+        groups = list(straggler.by_run(table))
+        self._restore(cursor, [run for run, _ in groups])
+        for run, lines in groups:
             detector = self.stragglers.setdefault(run, straggler.Stragglers(run))
+            self.dirty.add(run)
             found += detector.feed(lines)
         self.last_rank_line = upto  # the detectors have the lines: never feed them twice
         return self._store(cursor, found) if found else 0

@@ -1,11 +1,14 @@
 """Live diagnosis in the server: a thread that judges new lines soon after they are ingested
-and keeps the `incidents` table current (the alert worker reads it)."""
+and keeps the `incidents` table current (the alert worker reads it). It starts from the marks
+a server stored before (marks.py), stores them every few seconds while lines come and once more
+when it stops, so a restarted server judges only what was stored since."""
 
 from __future__ import annotations
 
 import logging
 
 from ..background import Background
+from . import marks
 from .detect import Watch
 from .diagnosis import LiveDiagnosis
 
@@ -19,16 +22,22 @@ class DiagnosisWorker(Background):
 
     def __init__(self, db, settings):
         self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
-        self.live = LiveDiagnosis(db, self.watch)
+        self.live: LiveDiagnosis | None = None  # read from the marks in this thread
         self.listeners: list = []  # called (in this thread) after incidents were stored
         super().__init__("cliffwatch-diagnose", db)
 
     def _loop(self) -> None:
         while not self.stopping:
-            if self.reopened():  # judged from the start, as after a restart
-                self.live = LiveDiagnosis(self.db, self.watch)
+            if self.reopened():  # resumed from the stored marks, as after a restart
+                self.live = None
             try:
+                self.live = self.live or LiveDiagnosis(self.db, self.watch, resume=True)
                 changed = self.live.update()
+                self.live.save()
+            except marks.StateRefused as exc:  # judged from the start; the incidents found
+                # again are stored in place
+                log.warning("live diagnosis: %s; judging every run from the start", exc)
+                self.live, changed = LiveDiagnosis(self.db, self.watch), 0
             except Exception as exc:  # the thread must go on
                 self.failed(exc)
                 changed = 0
@@ -38,3 +47,13 @@ class DiagnosisWorker(Background):
                 listener()
             self.wake.wait(IDLE_S)
             self.wake.clear()
+        self._save_at_stop()
+
+    def _save_at_stop(self) -> None:
+        """What was judged since the last save, so the next server starts there."""
+        try:
+            if self.live is not None and self.db.lost is None:
+                self.live.save(force=True)
+        except Exception as exc:  # the next server judges those lines again: no loss
+            log.warning("live diagnosis: marks not stored at stop (%s: %s); the next start "
+                        "judges the lines since the last save again", type(exc).__name__, exc)
