@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import time
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from tensorboardX.proto.tensor_pb2 import TensorProto
 
 from app.ingest import careful, columnar
 from app.ingest import tail as tail_module
-from app.ingest.formats import tfevents
+from app.ingest.formats import tfevents, tfrecord
+from tests.app import test_formats_tfevents_bulk as bulk
 from tests.app.test_formats_tfevents import SCALARS, corrupt, event_file, frames
 from tests.app.test_ingest_both_paths import tables, tailer
 
@@ -168,3 +170,25 @@ def test_real_event_files_are_handed_over_as_their_records(path):
         assert (mine is None) == (theirs is None) and (mine is None or mine.equals(theirs))
     assert (made.row_offsets, made.eval_offsets, made.problems) == (
         expected.row_offsets, expected.eval_offsets, expected.problems)
+
+
+@pytest.mark.parametrize("byte", ["wall time", "step", "value", "tag", "stored checksum"])
+@pytest.mark.parametrize("record", [1, 700])  # 1: the first of its length, the template's
+def test_a_bulk_record_whose_data_checksum_fails_is_skipped_with_its_offset(
+        tmp_path, byte, record):
+    """tfbulk.py checks the data checksums of the records a template fits in bulk (CRC-32C
+    is linear), the others one by one: a byte changed anywhere in one record skips it, as a
+    call of crc32c per record did, and its neighbours are read as they were."""
+    data = bulk.write(tmp_path)
+    bad = frames(data)[record]
+    body = tfrecord.read(data, 0)[0][record][1]
+    event = tfevents.Event.FromString(body)
+    (value,) = event.summary.value
+    at = {"wall time": 1, "step": 10, "tag": body.index(value.tag.encode()),
+          "value": body.index(struct.pack("<f", value.simple_value)),
+          "stored checksum": len(body)}[byte]
+    broken = corrupt(data, bad + tfrecord.HEADER + at)
+    got = tfevents.read(broken, 0, final=True)
+    assert [(p.offset, p.severity) for p in got.problems] == [(bad, "error")]
+    assert "data checksum" in got.problems[0].reason
+    assert bulk.rows(tfevents.records(got)) == bulk.careful(broken)

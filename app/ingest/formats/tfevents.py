@@ -117,7 +117,7 @@ def read(data: bytes, base: int, *, final: bool = False) -> Read:
     """``parse``'s answer before any record is made (see Read)."""
     if final and (again := _LAST.take(data, base)) is not None:
         return again
-    starts, lengths, problems, consumed = tfrecord.scan(data, base)
+    starts, lengths, problems, consumed = tfrecord.scan(data, base, data_checked=False)
     found = tfbulk.decode(data, starts, lengths, base, problems, _slow)
     groups = tfbulk.group_starts(found)
     if len(groups) and not final:  # the last step may not be whole yet: read it again next time

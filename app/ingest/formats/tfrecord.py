@@ -55,9 +55,12 @@ def read(data: bytes, base: int) -> tuple[list[tuple[int, bytes]], list[Problem]
     return records, problems, consumed
 
 
-def scan(data: bytes, base: int) -> tuple[np.ndarray, np.ndarray, list[Problem], int]:
+def scan(data: bytes, base: int, *, data_checked: bool = True
+         ) -> tuple[np.ndarray, np.ndarray, list[Problem], int]:
     """``(starts, lengths, problems, consumed)``: the whole records whose checksums match,
-    as int64 arrays of their starts in ``data`` and their data lengths."""
+    as int64 arrays of their starts in ``data`` and their data lengths. ``data_checked=False``
+    leaves the data checksums to the caller (tfbulk.py checks most in bulk): only the
+    lengths' are checked here."""
     buf = np.frombuffer(data, np.uint8)
     starts: list[np.ndarray] = []
     lengths: list[np.ndarray] = []
@@ -71,7 +74,7 @@ def scan(data: bytes, base: int) -> tuple[np.ndarray, np.ndarray, list[Problem],
         cut = bad == len(found) and int(whole[-1] + HEADER + length[-1] + FOOTER) > len(data)
         if cut:  # the last record is still being written: it waits
             whole, length = whole[:-1], length[:-1]
-        good = _data_ok(data, whole, length, base, problems)
+        good = data_ok(data, whole, length, base, problems) if data_checked else slice(None)
         starts.append(whole[good])
         lengths.append(length[good])
         if len(whole):
@@ -150,8 +153,9 @@ def _predict(buf: np.ndarray, pos: int, pattern: list[int], run: int
 
 def _uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """The little-endian unsigned integers of ``width`` bytes at positions ``at``."""
-    rows = sliding_window_view(buf, width)[at]
-    return rows.view(f"<u{width}")[:, 0] if len(at) else np.zeros(0, f"<u{width}")
+    if not len(at):
+        return np.zeros(0, f"<u{width}")
+    return sliding_window_view(buf, width)[at].view(f"<u{width}")[:, 0]
 
 
 def _first_bad_header(buf: np.ndarray, starts: np.ndarray) -> int:
@@ -163,8 +167,8 @@ def _first_bad_header(buf: np.ndarray, starts: np.ndarray) -> int:
     return len(starts) if ok.all() else int(np.argmin(ok))
 
 
-def _data_ok(data: bytes, starts: np.ndarray, lengths: np.ndarray, base: int,
-             problems: list[Problem]) -> np.ndarray:
+def data_ok(data: bytes, starts: np.ndarray, lengths: np.ndarray, base: int,
+            problems: list[Problem]) -> np.ndarray:
     """Which records' data checksums match; a problem for each that does not."""
     value = google_crc32c.value
     bodies = (starts + HEADER).tolist()
@@ -173,9 +177,18 @@ def _data_ok(data: bytes, starts: np.ndarray, lengths: np.ndarray, base: int,
     stored = _uint(np.frombuffer(data, np.uint8), starts + HEADER + lengths, 4)
     ok = masked(crcs) == stored
     for i in np.flatnonzero(~ok).tolist():
-        problems.append(Problem(base + int(starts[i]), "error", f"TFRecord data checksum does "
-                                f"not match ({int(lengths[i])} bytes); record skipped"))
+        problems.append(data_problem(base + int(starts[i]), int(lengths[i])))
     return ok
+
+
+def data_problem(offset: int, length: int) -> Problem:
+    return Problem(offset, "error", f"TFRecord data checksum does not match ({length} bytes); "
+                   "record skipped")
+
+
+def stored_crcs(buf: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The data checksums stored after records whose data end at ``ends``."""
+    return _uint(buf, ends, 4)
 
 
 def _crc_table() -> np.ndarray:
