@@ -13,9 +13,12 @@ Judging (when a rule holds, and what changes then)
     judge_worker.py  When does a pass run? (poked by ingest and diagnosis, at least every 1 s)
     engine.py        What does one pass judge, and how is it written? (one transaction)
     changes.py       Which runs has ingest stored something for since the last pass?
+    new_lines.py     Which of their lines does a pass read, and which runs met are history?
+    line_judge.py    Which rule watches which run and column? (LineJudge: the change windows)
     lines.py         Threshold, change and nonfinite: does each new line hold the condition?
     stall.py         Stall: has a live run been silent past its budget?
     incident_rule.py Incident: which stored incidents fire, and when is one over?
+    timers.py        What moves on with time alone? (for durations, repeats, incidents settled)
     lifecycle.py     inactive -> pending -> firing -> resolved, silences and repeats
     state.py         What is each (rule, run, metric) state, and what does a pass write?
     actions.py       A silence added or ended, a test message queued (page, API, CLI)

@@ -111,7 +111,7 @@ def eligible(quiet: Quiet) -> bool:
 def before_watch(quiet: Quiet, budget: Budget) -> bool:
     """Whether a run past its budget stopped before cliffwatch watched it, rather than stalled
     while watched: not written since the rules first met it, and history then (a log that
-    appeared whole: Engine._history) or already silent past its budget then (a finished run
+    appeared whole: new_lines.history) or already silent past its budget then (a finished run
     copied with its mtime, a TensorBoard file from last week). A stall is one cliffwatch saw
     begin; such a run is "finished or stopped before cliffwatch started" (issue 20, item 4)
     until it writes again."""
