@@ -126,9 +126,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
                        "a value beyond a double, left out)")
     first, last, backs = scan.first_step, scan.last_step, 0
     if not scan.steps:  # a log read whole: its order is checked here, after the insert
-        backs, first, last, _ = db.run(
-            "ingest/check_rising", {"file_id": state.file_id, "attempt": new.attempt},
-            identifiers={"table": TABLES[state.kind]}).fetchall()[0]
+        backs, first, last = _rising(db, state, new)
     if backs or first != chunk.first_step:
         raise Refused("a step does not rise (a resume inside the file)")
     new.last_step = int(last)
@@ -140,6 +138,19 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     db.run("ingest/run_touch", {"run": state.run})
     db_store.update_files([new])
     return scan.lines
+
+
+def _rising(db, state: FileState, new: FileState) -> tuple[int, int, int]:
+    """(step-backs, first step, last step) of the rows just inserted, in the file's order:
+    one streaming pass, or a sort by rowid where the pass did not see them in that order."""
+    params = {"file_id": state.file_id, "attempt": new.attempt}
+    table = {"table": TABLES[state.kind]}
+    backs, first, last, _, out_of_order = db.run("ingest/check_rising", params,
+                                                 identifiers=table).fetchall()[0]
+    if out_of_order:
+        backs, first, last, _ = db.run("ingest/check_rising_sorted", params,
+                                       identifiers=table).fetchall()[0]
+    return backs, first, last
 
 
 def _first_line_columns(db_store: Store, kind: str, chunk: clean.Chunk) -> list[str] | None:
