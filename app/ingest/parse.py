@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -130,11 +131,15 @@ def depth(obj: object) -> int:
 # ---- careful path -----------------------------------------------------------------------
 
 
-def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
-    """Line by line. ``data`` holds complete lines (ends with \\n); ``base`` is its offset.
-    Never raises for what the bytes hold: a line that cannot be read is a Problem."""
-    out = Parsed()
-    rows: list[dict] = []
+def complete_lines(data: bytes, base: int, out: Parsed) -> Iterator[tuple[int, bytes]]:
+    """(file offset, bytes) of each complete line of ``data`` (``base``: its file offset; a
+    trailing piece with no \\n is left for later), without its \\r (``out.crlf`` says one
+    was seen) or the UTF-8 byte order mark that starts the file (a warning in
+    ``out.problems``)::
+
+        list(complete_lines(b'\\xef\\xbb\\xbf{"step": 1}\\r\\n{"st', 0, out))
+        -> [(0, b'{"step": 1}')]   # out.crlf is True, out.problems names the mark
+    """
     pos = 0
     for raw in data.split(b"\n")[:-1]:
         offset, pos = base + pos, pos + len(raw) + 1
@@ -144,6 +149,15 @@ def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
             out.problems.append(Problem(0, "warning", "UTF-8 byte order mark at start of file; "
                                         "ignored", excerpt(raw)))
             raw = raw[len(BOM):]
+        yield offset, raw
+
+
+def parse_lines(data: bytes, base: int, *, events_only: bool = False) -> Parsed:
+    """Line by line. ``data`` holds complete lines (ends with \\n); ``base`` is its offset.
+    Never raises for what the bytes hold: a line that cannot be read is a Problem."""
+    out = Parsed()
+    rows: list[dict] = []
+    for offset, raw in complete_lines(data, base, out):
         try:
             row = _line(raw, offset, out, events_only)
         except MemoryError:

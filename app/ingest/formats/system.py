@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ...keys import INT64
 from ...lazy import LazyModule
-from ..parse import BOM, Parsed, Problem, decode_line, excerpt, records_table
+from ..parse import Parsed, Problem, complete_lines, decode_line, excerpt, records_table
 
 pa = LazyModule("pyarrow")
 
@@ -47,13 +47,7 @@ def parse(data: bytes, base: int) -> Parsed:
     out = Parsed()
     samples: list[dict] = []
     gpus: list[dict] = []
-    pos = 0
-    for raw in data.split(b"\n")[:-1]:
-        offset, pos = base + pos, pos + len(raw) + 1
-        if raw.endswith(b"\r"):
-            out.crlf, raw = True, raw[:-1]
-        if offset == 0:
-            raw = raw.removeprefix(BOM)
+    for offset, raw in complete_lines(data, base, out):
         decoded = decode_line(raw, offset, out.problems)
         if decoded is None:
             continue
