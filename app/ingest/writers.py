@@ -128,12 +128,12 @@ def intervals(memory: Writers, steps, clocks) -> tuple[list[float] | None, int |
     steps, clocks = np.asarray(steps), np.asarray(clocks, dtype=float)
     n, seen, at = len(steps), memory.two_at is not None, None
     dt = np.full(n, np.nan)
-    odd = np.flatnonzero((np.diff(steps) <= 0) | (np.diff(clocks) < 0)) + 1
+    odd = np.flatnonzero((np.diff(steps) <= 0) | _falls(clocks)) + 1
     i = 0
     for stop in [*odd.tolist(), n]:
         while i < min(stop + 1, n):  # the stretch to the odd line, then that line
             if i < stop and _plain(memory, steps[i], clocks[i]):
-                dt[i:stop] = np.diff(clocks[i:stop], prepend=memory.cur.clock)
+                dt[i:stop] = _rises(clocks[i:stop], memory.cur.clock)
                 _advance(memory, steps, dt, i, stop, clocks)
                 i = stop
                 continue
@@ -161,12 +161,12 @@ def resumes(memory: Writers, steps, clocks, epochs) -> list[tuple[int, str]]:
     before = np.full(n, memory.epoch)  # the epoch last logged before each line
     before[1:] = np.where(logged[:-1] >= 0, epochs[np.maximum(logged[:-1], 0)], memory.epoch)
     reset = (epochs < 1.0) & (epochs < before / 2)
-    odd = np.flatnonzero((np.diff(steps) <= 0) | (np.diff(clocks) < 0) | reset[1:]) + 1
+    odd = np.flatnonzero((np.diff(steps) <= 0) | _falls(clocks) | reset[1:]) + 1
     i = 0
     for stop in [*odd.tolist(), n]:
         while i < min(stop + 1, n):  # the stretch to the odd line, then that line
             if i < stop and not reset[i] and _plain(memory, steps[i], clocks[i]):
-                dt[i:stop] = np.diff(clocks[i:stop], prepend=memory.cur.clock)
+                dt[i:stop] = _rises(clocks[i:stop], memory.cur.clock)
                 _advance(memory, steps, dt, i, stop, clocks)
                 if logged[stop - 1] >= i:
                     memory.epoch = float(epochs[logged[stop - 1]])
@@ -177,6 +177,22 @@ def resumes(memory: Writers, steps, clocks, epochs) -> list[tuple[int, str]]:
                 out.append((i, reason))
             i += 1
     return out
+
+
+def _falls(clocks):
+    """Whether each clock after the first is below the one before: compared, not subtracted
+    (an infinite clock twice has no difference, and numpy warns on inf - inf)."""
+    return clocks[1:] < clocks[:-1]
+
+
+def _rises(clocks, before: float):
+    """Each clock's rise over the one before it (``before``: the clock before the first),
+    NaN where both are the same infinity: inf - inf has no value, as with a NaN clock."""
+    import numpy as np
+
+    prev = np.concatenate(([before], clocks[:-1]))
+    same = np.isinf(clocks) & (clocks == prev)
+    return np.subtract(clocks, prev, out=np.full(len(clocks), np.nan), where=~same)
 
 
 def _one_by_one(memory: Writers, steps: list, clocks: list) -> tuple[list[float], int | None]:

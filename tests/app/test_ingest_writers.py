@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import duckdb
 import httpx
+import numpy as np
 import pytest
 
+from app.ingest import writers
 from app.ingest.writers import Writers
 from tests.conftest import run_cli, wait_for
 
@@ -103,3 +106,21 @@ def test_the_live_server_says_two_writers_once_and_the_one_real_stall(tmp_path, 
              == [[len(lines)]], timeout=60)
     wait_for(lambda: ("stall", 200) in kinds(), timeout=60)  # judged from the second part
     assert kinds() == [("stall", 200), ("two_writers", 3)]
+
+
+@pytest.mark.parametrize("at", [slice(20, 25), slice(0, 3), slice(35, 40)])
+def test_infinite_clocks_are_placed_as_line_by_line_and_numpy_warns_of_nothing(at):
+    """A clock that overflowed to inf on lines in a row (``"elapsed_s": 1e400``): the lines
+    read at once get the intervals ``Writers.line`` gives one by one (no interval between two
+    infinite clocks), and numpy says nothing (it warned "invalid value encountered in
+    subtract" from each inf - inf)."""
+    steps, clocks = np.arange(1, 41), np.arange(1.0, 41.0)
+    clocks[at] = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dt, _ = writers.intervals(Writers(), steps, clocks)
+        found = writers.resumes(Writers(), steps, clocks, np.full(len(steps), np.nan))
+    one = Writers()
+    each = [one.line(int(s), float(c)) for s, c in zip(steps, clocks, strict=True)]
+    assert np.array_equal(dt, [d for _, d in each], equal_nan=True)
+    assert found == [(i, r) for i, (r, _) in enumerate(each) if r]
