@@ -1,9 +1,9 @@
 """The Runs page's table, a page of runs at a time, one row per run, and /api/runs's page::
 
-    run         state    last_step  last_loss  lines  lines_per_min  since_last_s  open_incidents
-    seed-cliff  finished      4499     0.9431   2230            6.0       38112.5               1
-    live-run    live           812     0.5120    406           30.0           1.2               0
-                                                                       ... alert_state  last_seen
+    run         state    last_step  last_loss  lines  lines_per_min  since_last_s  incidents
+    seed-cliff  finished      4499     0.9431   2230            6.0       38112.5          5
+    live-run    live           812     0.5120    406           30.0           1.2          1
+                                                      ... open_incidents  alert_state  last_seen
 
 A page (``Ask``: a name search or glob, live/finished, limit and offset) is listed from the
 runs and files tables alone, in one order (queries/read/runs.sql: live first, then the most
@@ -64,7 +64,8 @@ from ..errors import CliffwatchError
 from . import frame, pace
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
-           "lines_per_min", "since_last_s", "open_incidents", "alert_state", "last_seen"]
+           "lines_per_min", "since_last_s", "incidents", "open_incidents", "alert_state",
+           "last_seen"]
 ENDED = {"completed": "finished", "failed": "failed", "interrupted": "interrupted"}
 ALERT_ORDER = ("firing", "pending", "silenced")
 STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "stopped": 2, "failed": 2,
@@ -226,12 +227,12 @@ def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] |
         return pd.DataFrame(columns=COLUMNS)
     table = table.join(newest_lines(cursor, list(table["run"]), tails), on="run")
     table["lines"] = table["lines"].fillna(0).astype(int)
-    table["open_incidents"] = open_incidents(cursor, table)
+    table["incidents"], table["open_incidents"] = incident_counts(cursor, table)
     table["since_last_s"] = now - table["last_write"]
     table["lines_per_min"] = pace.falling(cursor, table)  # over the 300 s ending now
     table["state"] = states(cursor, table, now, stall_rule(rules), idle_after)
     table["alert_state"] = alert_states(cursor, list(table["run"]), now)
-    table["open_incidents"] = table["open_incidents"].astype(int)
+    table[["incidents", "open_incidents"]] = table[["incidents", "open_incidents"]].astype(int)
     order = table["state"].map(STATE_ORDER)
     table = table.assign(_order=order).sort_values("_order", kind="stable")
     return table[COLUMNS].reset_index(drop=True)
@@ -328,11 +329,15 @@ def older_value(cursor, column: str, places: list[tuple[int, int]]) -> float | N
                default=(None, None))[1]
 
 
-def open_incidents(cursor, table: pd.DataFrame) -> list[int]:
+def incident_counts(cursor, table: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """Each run's incidents, and how many of them are open (may still grow)."""
     known = table.dropna(subset=["last_step"])
-    counts = dict(queries.execute(cursor, "read/runs_open_incidents", {
-        "runs": list(known["run"]), "steps": [int(s) for s in known["last_step"]]}).fetchall())
-    return [int(counts.get(run, 0)) for run in table["run"]]
+    counts = {run: (every, open_) for run, every, open_ in queries.execute(
+        cursor, "read/runs_incidents", {"runs": list(known["run"]),
+                                        "steps": [int(s) for s in known["last_step"]]})
+              .fetchall()}
+    found = [counts.get(run, (0, 0)) for run in table["run"]]
+    return [int(every) for every, _ in found], [int(open_) for _, open_ in found]
 
 
 def states(cursor, table: pd.DataFrame, now: float, rule: Rule,

@@ -1,6 +1,6 @@
 -- title: Prometheus: open incidents
 -- description: How many incidents of each kind are open per run named: open while the episode
---   reaches the run's newest line (end_step >= that line's step), as read/runs_open_incidents
+--   reaches the run's newest line (end_step >= that line's step), as read/runs_incidents
 --   counts them for the Runs page.
 -- param runs: run ids (example: ['seed-cliff'])
 -- param steps: the step of each run's newest line, in the same order (example: [4499])

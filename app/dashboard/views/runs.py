@@ -105,7 +105,8 @@ def live() -> None:
             st.info(f"This page is past the last of {found.total} run(s); Previous goes back.")
             paging(found)
         return
-    table = found.table.assign(open=[url.run_url(run) for run in found.table["run"]])
+    table = found.table.assign(open=[url.run_url(run) for run in found.table["run"]],
+                               incidents_shown=incidents_shown(found.table))
     st.dataframe(table, hide_index=True, width="stretch", column_order=COLUMN_ORDER,
                  column_config=column_config())
     paging(found)
@@ -115,7 +116,14 @@ def live() -> None:
 # short headers, each with its meaning on hover: at 1,400 px the eleven columns fit, the last
 # one included (issue 20, item 7: "last_seen" was cut off)
 COLUMN_ORDER = ["open", "state", "last_step", "last_loss", "last_accuracy", "lines_per_min",
-                "since_last_s", "open_incidents", "alert_state", "lines", "last_seen"]
+                "since_last_s", "incidents_shown", "alert_state", "lines", "last_seen"]
+
+
+def incidents_shown(table) -> list[str]:
+    """Every incident of a run, with how many are open: "5", "12 (1 open)" (a finished run's
+    incidents count too; only the open ones once did, and it showed 0)."""
+    return [f"{every} ({open_} open)" if open_ else str(every)
+            for every, open_ in zip(table["incidents"], table["open_incidents"], strict=True)]
 
 
 def column_config() -> dict:
@@ -133,7 +141,9 @@ def column_config() -> dict:
             "lines/min", format="%.1f", help="lines a minute over the last 5 minutes, ending "
             "now: it falls while no line comes, to 0 after 5 minutes of silence; empty for a "
             "log with no time field (elapsed_s or time)"),
-        "open_incidents": number("incidents", help="open incidents (Incidents page)"),
+        "incidents_shown": st.column_config.TextColumn(
+            "incidents", help="incidents diagnosed on the run, and how many are open: their "
+            "episode reaches the newest line, so they may still grow (Incidents page)"),
         "alert_state": st.column_config.TextColumn(
             "alert", help="firing > pending > silenced > ok (Alerts page)"),
         "lines": number("lines", help="metric lines stored"),
