@@ -20,6 +20,7 @@ from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis, diagnose
 from app.diagnose.worker import DiagnosisWorker
 from app.monitor import Monitor
+from tests.app.test_straggler import rank_lines, write_run
 from tests.conftest import SAMPLES, wait_for
 
 INCIDENTS = ("SELECT run, kind, metric, step, end_step, worst_step, value, baseline, causes, "
@@ -108,6 +109,21 @@ def test_a_run_judged_from_its_marks_has_what_a_full_judge_finds(tmp_path):
     assert list(live.runs) == ["seed-cliff"] and live.runs["seed-cliff"].found
     assert resumed == judged(full, resume=False)[1]
     assert {(kind, step) for _, kind, _, step, *_ in resumed} >= {("cliff", 4231)}
+
+
+def test_a_slow_rank_judged_from_its_marks_has_what_a_full_judge_finds(tmp_path):
+    """The rank lines' detector is kept too: rank 0 turns slow before the restart and stays
+    slow after it."""
+    lines = rank_lines(3000, 3, slow=(0, 1500, 2.0))
+    part, full = tmp_path / "part" / "logs", tmp_path / "full" / "logs"
+    write_run(part / "slow", lines, upto=2000)
+    write_run(full / "slow", lines)
+    judged(part, resume=False)
+    write_run(part / "slow", lines)  # the rest, while no server watched
+    live, resumed = judged(part, resume=True)
+    assert list(live.stragglers) == ["slow"] and not live.runs
+    assert resumed == judged(full, resume=False)[1]
+    assert [(kind, metric) for _, kind, metric, *_ in resumed] == [("straggler", "rank0")]
 
 
 class Gadget:
