@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -39,52 +40,79 @@ EVALS = "eval_rows"  # rows kept apart from the training line (formats' eval and
 STATUSES = {"completed", "failed", "interrupted"}
 
 
+@dataclass
+class _Shared:
+    """What the transaction's files write to tables with no file's own columns, written once
+    for all of them (a statement per file cost 10,000 events logs over 100 s)."""
+
+    rows: dict[str, list] = field(default_factory=dict)  # insert query -> the files' rows
+    starts: list[dict] = field(default_factory=list)  # attempts the rows begin
+    events: list[dict] = field(default_factory=list)
+    problems: list[dict] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)  # run -> its last status set
+    touched: list[str] = field(default_factory=list)  # runs that got a line
+
+
 def write(store: Store, cur, batches: list[tuple[FileState, Batch]]) -> int:
-    """Each file's rows, evals, samples and run.json, then the events, problems, run status
-    and file rows of all of them, one statement each; returns rows written (training rows
-    and samples)."""
-    written, events, problems = 0, [], []
-    statuses: dict[str, str] = {}  # run -> the status its last run_start/run_end sets
-    touched: list[str] = []  # runs that got a line and no status
+    """Each file's evals, samples and run.json, then the rows, attempts, events, problems,
+    run status and file rows of all of them, one statement each; returns rows written
+    (training rows and samples)."""
+    written, shared = 0, _Shared()
     for state, batch in batches:
         parsed, rows, attempts_of_rows = batch.parsed, 0, None
         if parsed.rows is not None and parsed.rows.num_rows:
-            rows, attempts_of_rows = _insert_rows(store, cur, state, batch)
+            rows, attempts_of_rows = _rows(store, cur, state, batch, shared)
         if parsed.evals is not None and parsed.evals.num_rows:
             _insert_evals(store, cur, state, batch, attempts_of_rows)
         samples = _insert_system(store, cur, state, parsed)  # not a line: the run is untouched
-        status = _events(state, parsed.events, parsed.problems, events)
+        status = _events(state, parsed.events, parsed.problems, shared.events)
         if status is not None:
-            statuses[state.run] = status
+            shared.statuses[state.run] = status
         elif rows or parsed.events or parsed.eval_offsets:
-            touched.append(state.run)
-        problems += _problem_records(state, parsed.problems)
+            shared.touched.append(state.run)
+        shared.problems += _problem_records(state, parsed.problems)
         if batch.meta is not None:
             _store_meta(store, state.run, batch.meta)
         written += rows + samples
-    _write_all(store, cur, events, problems, statuses, touched)
+    _write_shared(store, cur, shared)
     store.update_files([batch.new_state for _, batch in batches])
     return written
 
 
-def _write_all(store: Store, cur, events: list[dict], problems: list[dict],
-               statuses: dict[str, str], touched: list[str]) -> None:
-    """The events, problems and runs of all the transaction's files, one statement each (a
-    statement per file cost 10,000 events logs over 100 s)."""
-    if statuses:  # a run's last status decides, as one file's last run_start/run_end does
+def _write_shared(store: Store, cur, shared: _Shared) -> None:
+    for query, tables in shared.rows.items():
+        _insert_all(store, cur, query, tables)
+    if shared.starts:
+        _insert(store, cur, "ingest/insert_attempts",
+                records_table(shared.starts, _attempts_schema()))
+    statuses = shared.statuses  # a run's last status decides, as in one file's lines
+    if statuses:
         store.db.run("ingest/runs_status_batch", {"runs": list(statuses),
                                                   "statuses": list(statuses.values())})
-    if events:
-        _insert(store, cur, "ingest/insert_events", records_table(events, _events_schema()))
-    if problems:
-        _insert(store, cur, "ingest/insert_errors", records_table(problems, _errors_schema()))
-    touch = sorted(set(touched) - statuses.keys())
+    if shared.events:
+        _insert(store, cur, "ingest/insert_events",
+                records_table(shared.events, _events_schema()))
+    if shared.problems:
+        _insert(store, cur, "ingest/insert_errors",
+                records_table(shared.problems, _errors_schema()))
+    touch = sorted(set(shared.touched) - statuses.keys())
     if touch:
         store.db.run("ingest/runs_touch_batch", {"runs": touch})
 
 
-def _insert_rows(store: Store, cur, state: FileState, batch: Batch):
-    """The batch's rows with their attempts; returns (rows, the attempt of each)."""
+def _insert_all(store: Store, cur, query: str, tables: list) -> None:
+    """The files' rows in their order, by one insert when their columns agree in type (a
+    key one file lacks is NULL there, as a column its insert does not name)."""
+    # a key of two types (not a metric: those are doubles) leaves one insert each
+    with contextlib.suppress(pa.ArrowInvalid, pa.ArrowTypeError):
+        tables = [pa.concat_tables(tables, promote_options="default")]
+    for table in tables:
+        _insert(store, cur, query, table)
+
+
+def _rows(store: Store, cur, state: FileState, batch: Batch, shared: _Shared):
+    """The batch's rows with their attempts, for ``shared``'s one insert; returns (rows,
+    the attempt of each)."""
     table_name = table_of(state.kind)
     rows = batch.parsed.rows
     steps = rows.column("step").to_numpy()
@@ -104,11 +132,9 @@ def _insert_rows(store: Store, cur, state: FileState, batch: Batch):
                                                     rows.num_rows))
     store.columns.ensure(cur, table_name, rows.column_names)
     query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
-    _insert(store, cur, query, rows)
-    if state.kind != "rank" and starts:
-        records = [dict(s, run=state.run, file_id=state.file_id) for s in starts]
-        _insert(store, cur, "ingest/insert_attempts",
-                     records_table(records, _attempts_schema()))
+    shared.rows.setdefault(query, []).append(rows)
+    if state.kind != "rank":
+        shared.starts += [dict(s, run=state.run, file_id=state.file_id) for s in starts]
     return rows.num_rows, numbers
 
 
