@@ -35,13 +35,16 @@ def run_cli(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedP
 class Server:
     headers: dict[str, str] | None = None  # the start-up probe's (a token's Authorization)
 
-    def __init__(self, logdir: Path, *extra: str, headers: dict[str, str] | None = None):
+    def __init__(self, logdir: Path, *extra: str, headers: dict[str, str] | None = None,
+                 head: tuple[str, ...] = ("-m", "app")):
+        """``head``: what follows the interpreter, e.g. ``("-c", SCRIPT)`` for a script that
+        watches the server's own start-up before it runs ``app``."""
         self.headers = headers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(logdir.parent / f"server-{self.port}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--logdir", str(logdir), "--port",
+            [sys.executable, *head, "serve", "--logdir", str(logdir), "--port",
              str(self.port), *extra], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._wait()

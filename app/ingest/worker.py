@@ -68,9 +68,18 @@ class IngestWorker:
         self.generation = tailer.db.generation  # the database opening the tailer reads
 
     def start(self) -> None:
-        pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): pay it before any line
+        self.catch_up()
+        self.follow()
+
+    def catch_up(self) -> None:
+        """The first tick: every file, one budget each. ``serve`` runs it in a thread of its
+        own while the web stack imports (server/catchup.py), then calls ``follow``."""
         self.tailer.db.keep()  # a following ingest outlives an invalidated database
-        self.tailer.tick(discover=True)  # catch up (one budget per file) before serving
+        self.tailer.tick(discover=True)
+
+    def follow(self) -> None:
+        """Watch the folders and tick in this worker's thread, after ``catch_up``."""
+        pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): not in a live tick
         self.watching.start()
         self.activity.everything()  # what changed before the watches were set: one full look
         self.wake.set()

@@ -1,8 +1,10 @@
 """`python -m app serve`: one process that owns the database, runs ingest, serves the
 dashboard and /api.
 
-Built on Streamlit's ``st.App``: its lifespan opens the database and starts the ingest worker
-before the first browser connects; the same process answers /api/* (routes.py). A file
+Built on Streamlit's ``st.App``. The database is opened and the ingest worker's first
+catch-up started before Streamlit is even imported (catchup.py); the lifespan waits for it and
+starts the other workers before the first browser connects; the same process answers /api/*
+(routes.py). A file
 ``server.json`` beside the database tells the CLI where to send queries (serverfile.py)::
 
     {"pid": 4242, "url": "http://127.0.0.1:8501", "logdir": "/home/me/runs"}
@@ -24,41 +26,44 @@ import socket
 import sys
 from pathlib import Path
 
-from .. import serverfile, state
-from ..alerts.delivery import DeliveryWorker
-from ..alerts.judge_worker import AlertWorker
-from ..alerts.rules import load_rules
-from ..alerts.targets import targets
-from ..diagnose.worker import DiagnosisWorker
+from .. import serverfile
 from ..errors import CliffwatchError
 from ..ingest.worker import IngestWorker
 from ..monitor import Monitor, default_db
 from ..settings import describe
-from ..tiler import TileWorker
-from .guard import LOGOUT, Guard, GuardMiddleware, is_loopback
-from .page_base import PageBaseMiddleware
-from .routes import ROUTES
+from .catchup import CatchUp
+from .guard import LOGOUT, Guard, is_loopback
 
+# Only what opens the database and starts the first catch-up is imported above: the web
+# stack, pandas and the other workers are imported while it runs (catchup.py).
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
 log = logging.getLogger("cliffwatch.server")
 
 
-def build(logdir: Path, db_path: Path, settings, *, poll: bool, url: str, guard: Guard,
-          rules: tuple[list, str] | None = None, monitor: Monitor | None = None):
-    """The app; ``monitor``: the database opened already (``serve`` opens it before it prints
-    the URL, so a damaged file stops it with a message instead of a traceback after)."""
+def build(db_path: Path, settings, *, url: str, guard: Guard, rules: tuple[list, str],
+          monitor: Monitor, first: CatchUp):
+    """The app on ``monitor``, opened already (``serve`` opens it before it prints the URL, so
+    a damaged file stops it with a message instead of a traceback after), whose ingest worker
+    is catching up in ``first``'s thread; the lifespan waits for that before it serves."""
     import streamlit as st
     from starlette.middleware import Middleware
 
-    rules, source = rules or load_rules(Path(settings.rules) if settings.rules else None,
-                                        logdir)
+    from .. import state
+    from ..alerts.delivery import DeliveryWorker
+    from ..alerts.judge_worker import AlertWorker
+    from ..diagnose.worker import DiagnosisWorker
+    from ..tiler import TileWorker
+    from .guard import GuardMiddleware
+    from .page_base import PageBaseMiddleware
+    from .routes import ROUTES
+
+    rules, source = rules
+    worker = first.worker
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
-        nonlocal monitor
-        monitor = monitor or Monitor.open(logdir, settings, db_path)
-        worker = IngestWorker(monitor.tailer, settings, poll=poll)
-        worker.start()
+        first.wait()  # the first tick: the server answers once every file had its budget
+        worker.follow()
         diagnosis = DiagnosisWorker(monitor.db, settings)
         worker.listeners.append(diagnosis.poke)
         diagnosis.start()
@@ -137,8 +142,12 @@ def nodelay(sock: socket.socket) -> socket.socket:
 
 
 def check_alerts(settings, logdir: Path, url: str) -> tuple[list, str]:
-    """Rules and webhooks checked before anything starts: a mistake stops `serve` with a
+    """Rules and webhooks checked before the server starts: a mistake stops `serve` with a
     message saying what to fix, not a traceback from inside the server."""
+    from ..alerts.delivery import DeliveryWorker
+    from ..alerts.rules import load_rules
+    from ..alerts.targets import targets
+
     rules, source = load_rules(Path(settings.rules) if settings.rules else None, logdir)
     DeliveryWorker(None, settings, url)  # checks --webhook-format and each URL; sends nothing
     shown = ", ".join(t.label for t in targets(settings))
@@ -159,12 +168,13 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
     url = local_url(host, port)
     print(f"cliffwatch: watching {logdir}, database {db_path}", file=sys.stderr)
     print(f"cliffwatch settings: {describe(settings)}", file=sys.stderr)
-    rules = check_alerts(settings, logdir, url)
     # a damaged database file stops here, with what to do, before the URL is announced
-    with Monitor.open(logdir, settings, db_path) as monitor:  # closed again after the lifespan
+    with Monitor.open(logdir, settings, db_path) as monitor, \
+            CatchUp(IngestWorker(monitor.tailer, settings, poll=poll)) as first:
+        rules = check_alerts(settings, logdir, url)  # a mistake: stopped once the tick ends
         _announce(url, token, settings)
-        app = build(logdir, db_path, settings, poll=poll, url=url, guard=guard, rules=rules,
-                    monitor=monitor)
+        app = build(db_path, settings, url=url, guard=guard, rules=rules, monitor=monitor,
+                    first=first)
         sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
         quieter_streamlit_polling()
         nodelay_sockets()
