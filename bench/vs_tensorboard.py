@@ -1,7 +1,7 @@
 """Start to first chart, side by side with TensorBoard (issue 23). Prints:
 
-(a) the reader alone: ``tfevents.parse`` of the event file in this process (the goal: 1M
-    events in under a second);
+(a) the reader alone: ``tfevents.read`` of the event file to the columns the store is
+    handed (``columnar.parsed``), in this process (the goal: 1M events in under a second);
 (b) whole processes, alternating, ``--runs`` times each: TensorBoard on its event file, and
     cliffwatch (``python -m app serve``, a fresh database each time) on the same scalars as
     JSONL and as that event file. The clock runs from the process's start until loss through
@@ -38,6 +38,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.ingest import columnar  # noqa: E402
 from app.ingest.formats import tfevents, tfrecord  # noqa: E402
 from bench.fleet import free_port  # noqa: E402
 
@@ -93,13 +94,18 @@ def _frame(body: bytes) -> bytes:
 
 
 def reader(path: Path) -> None:
+    """The event file to what the store is handed: its columns (ingest/columnar.py), the
+    checksums checked. pyarrow is imported first, as the monitor has by then."""
+    import pyarrow  # noqa: F401
+
     data = path.read_bytes()
     wall, cpu = time.perf_counter(), time.process_time()
-    records, problems, _ = tfevents.parse(data, 0, final=True)
+    got = tfevents.read(data, 0, final=True)
+    parsed = columnar.parsed(got, first=True)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     events = len(tfrecord.scan(data, 0)[0])
-    print(f"(a) reader: {events:,} events ({len(data) / 1e6:.0f} MB) -> {len(records):,} rows "
-          f"in {wall:.2f} s ({cpu:.2f} s CPU); {len(problems)} problems", flush=True)
+    print(f"(a) reader: {events:,} events ({len(data) / 1e6:.0f} MB) -> {parsed.rows.num_rows:,} "
+          f"rows in {wall:.2f} s ({cpu:.2f} s CPU); {len(parsed.problems)} problems", flush=True)
 
 
 def served_by_tensorboard(url: str, last: int) -> bool:

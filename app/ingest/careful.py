@@ -153,7 +153,7 @@ LINE_READERS = frozenset({"jsonl", "text", "llmc"})  # a line of theirs can be r
 def _read(kind: str, data: bytes, base: int, keymap: KeyMap | None, after: int | None):
     """A reader's records, and if it raises (a line its rules did not foresee), each line
     read alone: the one that raises is an error at its offset, the others are stored (the
-    promise: no record's content stops a file). A TensorBoard reader guards each record."""
+    promise: no record's content stops a file)."""
     try:
         return READERS[kind](data, base, keymap, after)
     except MemoryError:
