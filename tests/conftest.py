@@ -12,6 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+# torch's OpenMP threads spin while they wait for work. Beside the other xdist worker on 2
+# cores, a 2-thread torch op then waits out a spin of a thread that lost its core: the tiny
+# target's 60 pre-training steps took 17-65 s, not 3 s. Sleeping waits change no number; the
+# processes the tests start inherit it. Set before anything imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 SHARED = ROOT.parent / "shared"
