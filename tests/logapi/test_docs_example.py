@@ -33,9 +33,11 @@ def test_the_documented_plain_pytorch_loop_writes_a_valid_run(tmp_path):
     code = example()
     assert len(code.strip().splitlines()) <= 12  # "in ten lines", give or take the import
     (tmp_path / "train.py").write_text(SETUP + code)
+    # one torch thread: a 4x3 layer gains nothing from two, and two beside the suite's other
+    # worker wait on each other at every op (this run took over 120 s under load)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT),
-                                                       "PATH": "/usr/bin:/bin"})
+                          text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     run = tmp_path / "runs" / "drafter-lr3e-4"
     assert validate_run(run) == []
