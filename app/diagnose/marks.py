@@ -24,6 +24,7 @@ a restarted one continues exactly where it stopped. Two guards make that safe:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import pickle
@@ -72,13 +73,21 @@ class StateRefused(Exception):
 
 def version(watch: Watch) -> str:
     """What the stored state depends on: this code, the watch settings, numpy, pandas, pyarrow."""
+    digest = hashlib.sha256(_code().encode())
+    for part in (*watch.loss, "|", *watch.accuracy):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+@functools.cache
+def _code() -> str:
+    """The code's part, read once per process (its files do not change under it)."""
     digest = hashlib.sha256()
     for path in SOURCES:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    for part in (*watch.loss, "|", *watch.accuracy, "|", np.__version__, pd.__version__,
-                 pa.__version__):
+    for part in (np.__version__, pd.__version__, pa.__version__):
         digest.update(part.encode() + b"\0")
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()
 
 
 def load(cursor, watch: Watch) -> tuple[int, int, int] | None:
