@@ -27,6 +27,30 @@ needs_realdata = pytest.mark.skipif(
     reason="../shared/realdata (real public logs, see its README) is not beside this clone")
 
 
+# The files that take longest, slowest first (`--durations`, 2026-12-02: a browser driving
+# every page, real Hugging Face and Lightning trainers, servers started and SIGKILLed). With
+# `--dist loadfile` a worker takes the next file when it is almost out of work: one of these
+# taken last keeps that worker busy for a minute after the other has run out. Run first, the
+# many short files fill in behind them and the two workers end together. `make test` passes
+# --no-loadscope-reorder, else xdist orders files by their number of tests instead.
+SLOW_FIRST = [
+    "tests/app/test_dashboard_browser.py", "tests/integrations/test_hf_callback.py",
+    "tests/app/test_diagnose_unread.py", "tests/integrations/test_lightning_callback.py",
+    "tests/app/test_database_kept.py", "tests/integrations/test_hf_eval_stall.py",
+    "tests/app/test_foreign_runs_drawn.py", "tests/trainer/test_trainer_process.py",
+    "tests/app/test_ingest_saves.py", "tests/app/test_diagnose.py", "tests/test_install.py",
+    "tests/app/test_reach.py", "tests/app/test_cli.py", "tests/app/test_crash_exactly_once.py",
+    "tests/app/test_fleet_idle_work.py", "tests/app/test_straggler.py",
+    "tests/app/test_alert_clock.py", "tests/app/test_ingest_idle.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow files first, each file's tests together and in their order (a stable sort)."""
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
