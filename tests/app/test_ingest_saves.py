@@ -216,7 +216,9 @@ def test_the_real_trainer_with_report_to_none_shows_rows_before_it_ends(tmp_path
     gate.mkdir()
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    # one torch thread: a tiny model on a shared machine, where threads only contend
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1"}
     trainer = subprocess.Popen([sys.executable, str(script), str(logs / "out"), str(gate)],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
