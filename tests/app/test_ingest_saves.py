@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import ROOT, run_cli, wait_for
+from tests.integrations.realtrain import GPT2
 
 
 def state(upto: int, final: bool = False, save_steps: int = 4) -> str:
@@ -170,12 +171,10 @@ def test_a_stall_right_after_a_torchtitan_save_beside_its_text_log_is_a_checkpoi
     assert "checkpoint at step 100" in told.stdout
 
 
-TRAIN = r'''
+TRAIN = GPT2 + r'''
 import sys, time
 from pathlib import Path
-import torch
-from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback,
-                          TrainingArguments)
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 out, gate = Path(sys.argv[1]), Path(sys.argv[2])
 
@@ -187,20 +186,12 @@ class Pause(TrainerCallback):  # holds the run after its second save, until the 
             while not (gate / "go").exists() and time.time() < deadline:
                 time.sleep(0.05)
 
-class Tokens(torch.utils.data.Dataset):
-    def __len__(self):
-        return 64
-    def __getitem__(self, i):
-        ids = torch.arange(i, i + 8) % 32
-        return {"input_ids": ids, "labels": ids}
-
 torch.manual_seed(0)
-model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
-                                   n_head=1))
+model = tiny_gpt2()
 args = TrainingArguments(output_dir=str(out), max_steps=9, save_steps=3, logging_steps=1,
                          per_device_train_batch_size=2, report_to="none", use_cpu=True,
                          disable_tqdm=True, dataloader_num_workers=0, seed=0)
-trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Pause()])
+trainer = Trainer(model=model, args=args, train_dataset=Tokens(64), callbacks=[Pause()])
 trainer.train()
 trainer.save_state()  # as the Trainer's example scripts end: output_dir/trainer_state.json
 '''

@@ -17,6 +17,27 @@ ENV = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM"
        "HF_HUB_OFFLINE": "1"}
 
 
+# the head of the Hugging Face scripts: a tokenized corpus and a tiny GPT-2 built from a
+# config (nothing downloaded); each script seeds torch before it builds the model
+GPT2 = r'''
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+class Tokens(torch.utils.data.Dataset):  # n windows of 8 token ids, each its own labels
+    def __init__(self, n):
+        self.n = n
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        ids = torch.arange(i, i + 8) % 32
+        return {"input_ids": ids, "labels": ids}
+
+def tiny_gpt2():
+    return GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
+                                      n_head=1))
+'''
+
+
 def launch(script: Path, text: str, *args: Path | str,
            cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Write ``text`` to ``script`` and run it with ``args``; its output is kept."""

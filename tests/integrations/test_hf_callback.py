@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.integrations.realtrain import diagnosed, incident, launch, lines
+from tests.integrations.realtrain import GPT2, diagnosed, incident, launch, lines
 
-TRAIN = r'''
+TRAIN = GPT2 + r'''
 import sys, time
 from pathlib import Path
-import torch
-from transformers import (GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback,
-                          TrainingArguments)
+from transformers import Trainer, TrainerCallback, TrainingArguments
 from cliffwatch.integrations.transformers import CliffwatchCallback
 
 logs, out, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
@@ -36,19 +34,9 @@ class Crash(TrainerCallback):  # a bad update right after the slow save; the res
         if mode == "resume" and state.global_step == 25:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-class Tokens(torch.utils.data.Dataset):
-    def __init__(self, n):
-        self.n = n
-    def __len__(self):
-        return self.n
-    def __getitem__(self, i):
-        ids = torch.arange(i, i + 8) % 32
-        return {"input_ids": ids, "labels": ids}
-
 torch.manual_seed(0)
 torch.set_num_threads(1)  # a tiny model on a shared machine: threads only contend
-model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
-                                   n_head=1))
+model = tiny_gpt2()
 args = TrainingArguments(output_dir=str(out), max_steps=30, save_steps=15, eval_steps=10,
                          eval_strategy="steps", logging_steps=1, per_device_train_batch_size=2,
                          per_device_eval_batch_size=4, report_to="none", use_cpu=True,
@@ -101,11 +89,10 @@ def test_a_real_trainer_resumed_and_crashed_writes_what_names_its_slow_save(tmp_
     assert "Likely cause: checkpoint." in after or "Likely causes: checkpoint," in after
 
 
-EPOCHS = r'''
+EPOCHS = GPT2 + r'''
 import sys, time
 from pathlib import Path
-import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 from cliffwatch.integrations.transformers import CliffwatchCallback
 
 logs, out = Path(sys.argv[1]), Path(sys.argv[2])
@@ -115,21 +102,13 @@ class SlowSaves(Trainer):  # every save's write takes 1.5 s
         time.sleep(1.5)
         super().save_model(output_dir, _internal_call)
 
-class Tokens(torch.utils.data.Dataset):
-    def __len__(self):
-        return 8
-    def __getitem__(self, i):
-        ids = torch.arange(i, i + 8) % 32
-        return {"input_ids": ids, "labels": ids}
-
 torch.manual_seed(0)
 torch.set_num_threads(1)
-model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1,
-                                   n_head=1))
+model = tiny_gpt2()
 args = TrainingArguments(output_dir=str(out), num_train_epochs=2, save_strategy="epoch",
                          logging_steps=1, per_device_train_batch_size=2, report_to="none",
                          use_cpu=True, disable_tqdm=True, seed=0)
-SlowSaves(model=model, args=args, train_dataset=Tokens(),
+SlowSaves(model=model, args=args, train_dataset=Tokens(8),
           callbacks=[CliffwatchCallback(logdir=logs, name="epochs", system=False)]).train()
 '''
 
