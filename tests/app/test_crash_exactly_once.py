@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.conftest import ROOT, run_cli
 
@@ -76,6 +77,25 @@ def inside_batch(ingest: subprocess.Popen, logdir, timeout: float = 60.0) -> boo
     return False
 
 
+def cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def worked(process: subprocess.Popen, seconds: float, timeout: float = 60.0) -> None:
+    """Wait until ``process`` has used ``seconds`` more CPU, or exits."""
+    start = cpu_seconds(process.pid)
+    deadline = time.monotonic() + timeout
+    while start is not None and process.poll() is None and time.monotonic() < deadline:
+        now = cpu_seconds(process.pid)
+        if now is None or now - start >= seconds:
+            return
+        time.sleep(0.002)
+
+
 def small_log(run: int, start: int, lines: int) -> bytes:
     return b"".join(json.dumps({"step": step + 1, "loss": 0.5, "seq": run * 100_000 + step})
                     .encode() + b"\n" for step in range(start, start + lines))
@@ -106,7 +126,10 @@ def test_sigkill_during_a_batched_catch_up_of_many_small_logs(tmp_path):
                                    str(logdir), "--once"], cwd=ROOT, env=env,
                                   stdout=subprocess.DEVNULL)
         landed += inside_batch(ingest, logdir)
-        time.sleep(rng.uniform(0.0, 0.1))
+        # a random moment of the process's own work, not of the wall clock: on a loaded
+        # machine 0.1 s of wall time can pass before the first group commits, and then no
+        # kill did any work
+        worked(ingest, rng.uniform(0.0, 0.1))
         ingest.send_signal(signal.SIGKILL)  # unless it is done already
         ingest.wait()
         for run in rng.sample(range(SMALL_RUNS + kill * 10), 10):
