@@ -558,18 +558,26 @@ def test_huge_values_are_sized_before_python_sees_them(server):
     """Issue 7 review F3: a 40 MB list is refused as Arrow bytes, never converted to Python
     ints holding the GIL (before: /api/health waited 0.9 s, and a 200 came 4.7 s into a 4 s
     limit); the answer says the one value is over the cap."""
+    def health_wait() -> float:
+        begun = time.monotonic()
+        assert httpx.get(server.url + "/api/health", timeout=60).status_code == 200
+        return time.monotonic() - begun
+
+    # the machine's own pace, measured alike: on 2 loaded cores an idle /api/health can take
+    # 0.2 s, so the bound is the GIL's share (the old conversion: 0.9 s on a quiet machine)
+    # over what the same requests take with no query running
+    idle = max(health_wait() for _ in range(10))
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(server.sql, "SELECT range(5000000) AS r")
         time.sleep(0.2)
         waits = []
         while not answer.done():
-            begun = time.monotonic()
-            assert httpx.get(server.url + "/api/health", timeout=60).status_code == 200
-            waits.append(time.monotonic() - begun)
+            waits.append(health_wait())
             time.sleep(0.05)
         response = answer.result()
     body = response.json()
-    assert max(waits, default=0) < 0.4, f"/api/health waited {max(waits):.2f} s"
+    assert max(waits, default=0) < 0.4 + 2 * idle, \
+        f"/api/health waited {max(waits):.2f} s (idle: {idle:.2f} s)"
     if response.status_code != 408:  # DuckDB alone may pass the limit on a slow machine
         assert response.status_code == 200, body
         assert body["row_count"] == 0 and body["truncated"] is True
