@@ -296,10 +296,14 @@ def test_a_millisecond_of_gap_jitter_stays_small():
 
 def test_the_range_placeholders_follow_a_live_run(page, served, logs):
     page.goto(f"{served.url}/run?run=growing")
-    to_step = page.get_by_label("to step")
-    to_step.wait_for(timeout=30_000)
-    wait_for(lambda: to_step.get_attribute("placeholder") == "20", timeout=30)
+    # by its placeholder: while a rerun draws the new box, Streamlit keeps the old one (stale)
+    # on the page, so for a moment there are two "to step" boxes
+    def to_step(placeholder: str):
+        return page.locator(f"input[aria-label='to step'][placeholder='{placeholder}']")
+
+    to_step("20").wait_for(timeout=30_000)
     with (logs / "growing" / "metrics.jsonl").open("a") as handle:
         handle.write(lines_of_ours(21, 60))
-    wait_for(lambda: to_step.get_attribute("placeholder") == "60", timeout=30)
+    to_step("60").wait_for(timeout=30_000)
+    wait_for(lambda: page.get_by_label("to step").count() == 1, timeout=30)  # the old one goes
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
