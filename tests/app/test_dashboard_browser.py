@@ -145,10 +145,14 @@ def test_dragging_across_a_chart_zooms_and_writes_the_range_to_the_url(page, liv
     page.goto(f"{live.url}/run?run=live&metrics=loss")
     zoomed = page.get_by_text("zoomed on steps").first
     # the live run's reruns redraw the chart every 2 s: a drag that began on the chart a rerun
-    # replaced is lost, as a person's would be, so drag again (at most three times)
-    for _ in range(3):
+    # replaced is lost, as a person's would be, so drag between reruns (the running icon
+    # gone), and again if one was lost (at most five times: on loaded cores a rerun can take
+    # most of the 2 s)
+    running = page.locator("[data-testid=stStatusWidgetRunningIcon]")
+    for _ in range(5):
         loss = chart(page, "loss").first
         loss.wait_for(timeout=30_000)
+        wait_for(lambda: running.count() == 0, timeout=30)
         box = loss.bounding_box()
         y = box["y"] + box["height"] * 0.4
         page.mouse.move(box["x"] + box["width"] * 0.3, y)
