@@ -167,7 +167,8 @@ def names() -> list[str]:
 
 
 def all_files() -> list[str]:
-    """Every query the app runs, internal ones included (``ingest/files_update_batch``), not migrations."""
+    """Every query the app runs, internal ones included (``ingest/files_update_batch``), not
+    migrations."""
     found = QUERY_DIR.glob("**/*.sql")
     return sorted(str(p.relative_to(QUERY_DIR).with_suffix("")) for p in found
                   if p.parent.name != "migrations")
