@@ -4,7 +4,7 @@ they hold is stored. Every question it asks has a room of its own:
 - which files to look at this tick: schedule.py (from events and clocks);
 - registering new files: tracking.py;
 - a file's identity (follow.py), opening it (openfile.py) and reading it: this module;
-- unfinished lines: unfinished.py; what another trainer's file is: sniff.py;
+- unfinished lines: unfinished.py; what is complete: settle.py; what a file is: sniff.py;
 - rotation: rotation.py; files that are gone or refused: gone.py;
 - storing it: fast.py, batch.py and careful.py, each through store.py's one transaction;
   the careful path's segments of a tick are held and stored together (together.py);
@@ -15,8 +15,7 @@ inode, size, first bytes and the bytes before the offset stored in DuckDB::
 
     tailer = Tailer(db, Path("runs"), settings, scratch=Path("/dev/shm/cw"))
     tailer.tick(discover=True)   # -> rows ingested in this tick, from every file
-    tailer.tick(changes=Changes(files={"demo/metrics.jsonl"}))  # that file, and those with
-                                 # work under way, live runs' and the sweep's share
+    tailer.tick(changes=Changes(files={"demo/metrics.jsonl"}))  # it, and work under way
     tailer.catch_up()            # ticks until nothing complete is left unread
 """
 
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 from ..db.database import Database
-from . import batch, careful, fast, follow, gone, memory, saves, together, wholefile
+from . import batch, careful, fast, follow, gone, memory, saves, settle, together, wholefile
 from .activity import Changes
 from .filestate import FileState, refresh
 from .formats import detect, keymap
@@ -46,7 +45,6 @@ from .unfinished import Unfinished
 log = logging.getLogger("cliffwatch.ingest")
 SCAN_KEY = "the log directory scan"  # the retry key of discovery
 STATUS_KEY = "the runs' status"  # the retry key of reading which runs have ended
-SETTLE_S = 0.4  # a TensorBoard file's last step is stored once the file is this still
 
 
 class Tailer:
@@ -70,9 +68,9 @@ class Tailer:
         self.rotations = Rotations(self.root, self.store, self.reads)
         self.rotated = self.rotations.rotated
         self.sniffer = Sniffer(self.store, self.reads)
-        self.held = together.Holding()  # this tick's careful-path segments, not stored yet
-        # files refused for their permissions: looked at every tick, as no event says that
-        # permissions changed
+        self.group = together.Group(self.store, self.retry, self.lines, self.schedule)
+        self.held = self.group.held  # this tick's careful-path segments, not stored yet
+        # refused for their permissions: looked at every tick (no event says they changed)
         self.unreadable = {s.path for s in self.files.values() if s.state == "unreadable"}
         self.last_caught_up = time.time()
         self.pending_partial = 0  # files ending in an unfinished line after the last tick
@@ -215,14 +213,9 @@ class Tailer:
             return True  # a file that could not tell what it is yet, and has not grown
         if state.state != "ok" or info.st_ino != state.inode:
             return False  # refused, back or replaced: look again (cheaply: nothing is read)
-        pending = self.pending.get(state.path)
-        if pending is not None and pending.offset == state.offset:
-            if (info.st_size, info.st_mtime) != (pending.scanned_to, pending.mtime):
-                return False
-            if state.kind == "tfevents" and time.monotonic() - pending.since >= SETTLE_S:
-                return False  # the held last step is complete now: read it
-            self.lines.check(state, pending)
-            return True
+        held = self.lines.unchanged(state, info)  # a file ending in an unfinished line
+        if held is not None:
+            return held
         return info.st_size == state.offset and info.st_mtime == state.mtime
 
     def _read(self, state: FileState, handle: LogHandle) -> tuple[bool, int]:
@@ -251,7 +244,7 @@ class Tailer:
             if done is not None:
                 return done, rows
         data, spent = self.reads.take(handle, new.offset, self.retry.shrunk.get(state.path))
-        end = self._complete(state, data, new.offset, pending, handle.info.st_mtime)
+        end = settle.complete(state, data, new.offset, pending, handle.info.st_mtime)
         if end == 0:
             return self.lines.no_newline(state, new, data, handle, reason), rows
         self.retry.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
@@ -263,21 +256,6 @@ class Tailer:
             return False, rows  # this tick's budget for the file is spent; more may follow
         self.lines.remember(state, handle, data[end:])
         return True, rows
-
-    def _complete(self, state: FileState, data: bytes, base: int, pending,
-                  mtime: float) -> int:
-        """How many of ``data``'s bytes are complete: whole lines, or for a TensorBoard file
-        whole records up to the last step's (held until the file has settled: the rest of
-        that step's scalars may still be coming). A file last written SETTLE_S or more ago
-        has settled already: a closed or copied file's last step is read at once, where
-        ``ingest --once`` would never come back for it (it kept every file's last step)."""
-        if state.kind != "tfevents":
-            return data.rfind(b"\n") + 1
-        from .formats import tfevents  # protobuf: only for TensorBoard files
-
-        settled = (pending is not None and time.monotonic() - pending.since >= SETTLE_S) \
-            or time.time() - mtime >= SETTLE_S
-        return tfevents.read(data, base, final=settled).consumed
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason,
                  rest: bytes | None = None) -> int | None:
@@ -292,43 +270,14 @@ class Tailer:
                 self.rows_by_path["fast"] += outcome.rows
                 return outcome.rows
             log.debug("%s: careful path (%s)", state.path, outcome.refused)
-        retry = self.retry
-        if rest is not None and state.kind in together.KINDS and self.held.takes(segment) \
-                and retry.backoff.due(together.KEY) and state.path not in retry.shrunk \
-                and state.path not in retry.backoff.failing:
-            self.held.add(self.store, segment, rest, retry.tried.get(state.path))
+        if self.group.hold(segment, rest):
             return None
         rows = careful.store(self.store, segment)
         self.rows_by_path["careful"] += rows
         return rows
 
-    def _store_held(self, rows: int, stored_all: bool) -> tuple[int, bool]:
-        """Store the held segments, many to a transaction; a group the database refuses is
-        stored file by file, each under its own retry as if it had not been held. Returns
-        ``rows`` with theirs added, and ``stored_all`` if every one was stored."""
-        group, before = self.held.take(), rows
-        try:
-            outcome = self.retry.attempt(together.KEY, together.store, self.store, group) \
-                if len(group) > 1 else (0, False)
-            if outcome is None:  # not stored (an Uncertain COMMIT): looked at, read back
-                self.retry.unsure.update(item.segment.state.path for item in group)
-                return rows, False
-            rows += outcome[0]
-            for item in group:
-                added = 0 if outcome[1] else self._alone(item)
-                if added is not None:
-                    self.lines.remember(item.segment.state, item.segment.handle, item.rest)
-                    self.schedule.grew(item.segment.state)
-                rows, stored_all = rows + (added or 0), stored_all and added is not None
-        finally:
-            together.close(group)
-        self.rows_by_path["careful"] += rows - before
-        return rows, stored_all
-
-    def _alone(self, item: together.Held) -> int | None:
-        """A held segment stored alone (read again: a transaction that failed may have
-        added to its batch), under its file's retry: rows, or None if it failed."""
-        path = item.segment.state.path
-        if item.tried is not None:
-            self.retry.tried[path] = item.tried
-        return self.retry.attempt(path, careful.store, self.store, item.segment)
+    def _store_held(self, rows: int, caught_up: bool) -> tuple[int, bool]:
+        """The held segments stored (together.Group): ``rows`` with theirs added."""
+        stored, stored_all = self.group.commit()
+        self.rows_by_path["careful"] += stored
+        return rows + stored, caught_up and stored_all

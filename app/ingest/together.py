@@ -88,3 +88,52 @@ def store(db_store: Store, group: list[Held]) -> tuple[int, bool]:
         if not smaller(exc):
             raise
         return 0, False
+
+
+class Group:
+    """The tailer's side of it: whether a segment waits for the tick's transaction, and
+    storing what waits; a group the database refuses is stored file by file, each under its
+    own retry as if it had not been held."""
+
+    def __init__(self, db_store: Store, retry, lines, schedule):
+        self.db_store, self.retry, self.lines, self.schedule = db_store, retry, lines, schedule
+        self.held = Holding()
+
+    def hold(self, segment: Segment, rest: bytes | None) -> bool:
+        """Hold a careful-path segment (``rest``: the bytes after it) of a file that is not
+        failing; True if held."""
+        state, retry = segment.state, self.retry
+        if rest is None or state.kind not in KINDS or not self.held.takes(segment) \
+                or not retry.backoff.due(KEY) or state.path in retry.shrunk \
+                or state.path in retry.backoff.failing:
+            return False
+        self.held.add(self.db_store, segment, rest, retry.tried.get(state.path))
+        return True
+
+    def commit(self) -> tuple[int, bool]:
+        """Store the held segments, many to a transaction: (rows, whether every one was)."""
+        group, rows, stored_all = self.held.take(), 0, True
+        try:
+            outcome = self.retry.attempt(KEY, store, self.db_store, group) \
+                if len(group) > 1 else (0, False)
+            if outcome is None:  # not stored (an Uncertain COMMIT): looked at, read back
+                self.retry.unsure.update(item.segment.state.path for item in group)
+                return 0, False
+            rows = outcome[0]
+            for item in group:
+                added = 0 if outcome[1] else self._alone(item)
+                if added is not None:
+                    self.lines.remember(item.segment.state, item.segment.handle, item.rest)
+                    self.schedule.grew(item.segment.state)
+                rows, stored_all = rows + (added or 0), stored_all and added is not None
+        finally:
+            close(group)
+        return rows, stored_all
+
+    def _alone(self, item: Held) -> int | None:
+        """A held segment stored alone (read again: a transaction that failed may have
+        added to its batch), under its file's retry: rows, or None if it failed."""
+        path = item.segment.state.path
+        if item.tried is not None:
+            self.retry.tried[path] = item.tried
+        return self.retry.attempt(path, careful.store, self.db_store, item.segment)

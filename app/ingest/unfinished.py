@@ -16,7 +16,7 @@ import copy
 import time
 from dataclasses import dataclass
 
-from . import follow
+from . import follow, settle
 from .filestate import FileState, grown
 from .openfile import LogHandle
 from .parse import EXCERPT, MAX_LINE, Problem, excerpt
@@ -116,6 +116,19 @@ class Unfinished:
             new.head = handle.read(0, HEAD_BYTES).hex()
         self.store.record(state, new, problem)
         return False
+
+    def unchanged(self, state: FileState, info) -> bool | None:
+        """For a file whose stored end is an unfinished line: whether a stat (``info``) says
+        nothing new (the line checked against its timeout); None for any other file."""
+        pending = self.pending.get(state.path)
+        if pending is None or pending.offset != state.offset:
+            return None
+        if (info.st_size, info.st_mtime) != (pending.scanned_to, pending.mtime):
+            return False
+        if state.kind == "tfevents" and settle.settled(pending):
+            return False  # the held last step is complete now: read it
+        self.check(state, pending)
+        return True
 
     def check(self, state: FileState, pending: Pending) -> None:
         """Report an unfinished last line once it has waited too long for its newline."""

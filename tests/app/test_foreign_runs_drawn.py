@@ -130,7 +130,7 @@ FORMATS = {
     "hf-trainer": (hf_state, STEPS, STEPS, False),
     "llama-factory": (llama_factory, STEPS, STEPS, True),
     "llm.c": (llmc, STEPS, STEPS - 1, False),
-    # the file's last step waits until the file has settled (tail.SETTLE_S): so do we
+    # the file's last step waits until the file has settled (settle.SETTLE_S): so do we
     "tensorboard": (tensorboard, STEPS, STEPS, True),
 }
 

@@ -315,7 +315,7 @@ def test_tensorboard_hostile_records(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, "cliffwatch.ingest"), ingest(tmp_path / "logs") as mon:
         for _ in range(3):
             mon.tailer.catch_up()
-        time.sleep(0.5)  # tail.SETTLE_S: the last step is held until the file is still
+        time.sleep(0.5)  # settle.SETTLE_S: the last step is held until the file is still
         mon.tailer.catch_up()
         healthy(mon, caplog)
         assert query(mon, "SELECT count(good) FROM metrics_all") == [(good,)]

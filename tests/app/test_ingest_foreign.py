@@ -113,7 +113,7 @@ def test_a_trainer_state_rewritten_whole_with_one_more_entry_adds_exactly_one_ro
 
 def test_a_live_tensorboard_writer_shows_new_scalars_soon(tmp_path):
     """New scalars arrive as the writer flushes; the last step waits only until the file has
-    settled (tail.SETTLE_S), since more of its scalars may still come."""
+    settled (settle.SETTLE_S), since more of its scalars may still come."""
     logs = tmp_path / "logs"
     (logs / "tb").mkdir(parents=True)
     writer = SummaryWriter(str(logs / "tb"), flush_secs=3600)

@@ -18,7 +18,7 @@ from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.proto.tensor_pb2 import TensorProto
 
 from app.ingest import careful, columnar
-from app.ingest import tail as tail_module
+from app.ingest import settle as settle_module
 from app.ingest.formats import tfevents, tfrecord
 from tests.app import test_formats_tfevents_bulk as bulk
 from tests.app.test_formats_tfevents import SCALARS, corrupt, event_file, frames
@@ -67,7 +67,7 @@ def grown(tmp_path: Path, files: dict[str, bytes], ways, monkeypatch) -> dict:
         path.write_bytes(b"")
     tailers = {way: tailer(tmp_path, logs, way, True) for way in ways}
     with monkeypatch.context() as patch:
-        patch.setattr(tail_module, "SETTLE_S", 1e9)
+        patch.setattr(settle_module, "SETTLE_S", 1e9)
         for run, piece in pieces(files):
             with paths[run].open("ab") as handle:
                 handle.write(piece)
