@@ -61,6 +61,7 @@ from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
 from .evidence import lines_before, of_event, seconds, sourced
 
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
+TIME_SLACK_S = 1.0  # an event's clock and its lines' may differ by a rounding
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
 PERIODIC_MIN = 3  # stalls in a row at even spacing: periodic ...
 PERIODIC_SPREAD = 0.1  # ... their intervals within this fraction of each other ...
@@ -84,7 +85,7 @@ class Attempt(NamedTuple):
 @dataclass
 class RunContext:
     events: list[dict]
-    lines: pd.DataFrame  # line_id, step, attempt, epoch
+    lines: pd.DataFrame  # line_id, step, attempt, epoch, time
     steps_per_epoch: int | None
     bucket_runs: np.ndarray  # per line: longest same-bucket run (micro-batches) ending there
     run_bucket: np.ndarray  # ... and its bucket id
@@ -104,7 +105,7 @@ def load_context(cursor, run: str) -> RunContext:
                           {"run": run, "schedule": list(SCHEDULE)})
     lr = schedule.Schedule()
     lines = pd.DataFrame({**{name: table[name].to_numpy(zero_copy_only=False)
-                             for name in ("line_id", "step", "attempt", "epoch")},
+                             for name in ("line_id", "step", "attempt", "epoch", "time")},
                           **lr.feed(table)})
     buckets = BucketRuns()
     runs, owners = buckets.feed(table["buckets"].combine_chunks())
@@ -117,7 +118,7 @@ def load_context(cursor, run: str) -> RunContext:
 def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None = None,
                    evaluations: bool = True) -> RunContext:
     """The context of one incident from its window alone: ``window`` holds its lines
-    (line_id, step, attempt, epoch, bucket_run, run_bucket, the last two as BucketRuns.feed
+    (line_id, step, attempt, epoch, time, bucket_run, run_bucket, the last two as BucketRuns.feed
     gave them); events are read for the window's steps only, so the cost does not grow with
     the run. The run-wide figures (steps_per_epoch, typical_run) are left for the caller to
     fill in: they change as the run goes on, the window's lines and events do not.
@@ -127,8 +128,8 @@ def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None =
     # first step its attempt logged (_opened_by)
     lo, hi = int(window["step"].min()), int(window["step"].max())
     params = {"run": run, "lo": lo - _resume_slack(window), "hi": hi}
-    lines = window[["line_id", "step", "attempt", "epoch", *schedule.COLUMNS]].reset_index(
-        drop=True)
+    lines = window[["line_id", "step", "attempt", "epoch", "time",
+                    *schedule.COLUMNS]].reset_index(drop=True)
     return RunContext(_events(cursor, "diagnose/run_events_between", params), lines,
                       None, window["bucket_run"].to_numpy(), window["run_bucket"].to_numpy(),
                       0.0, lr_name, _evals(cursor, run, lo, hi) if evaluations else [],
@@ -275,15 +276,27 @@ def _save_in(incident, ctx, window) -> dict | None:
         hi = incident.step - 1  # a save at the incident's own step comes after its line
     hits = [e for e in ctx.events if e["kind"].startswith("checkpoint") and e["step"] is not None
             and lo <= e["step"] <= hi]
-    return _best_save(hits) if hits else None
+    return _best_save(hits, _during(window)) if hits else None
 
 
-def _best_save(hits: list[dict]) -> dict:
-    """The save that says most: one the log wrote before one cliffwatch inferred (our own
-    trainer's ckpt/step-N.pt repeats the checkpoint_end of its events.jsonl, which knows the
-    blocked seconds), an end before a start, then the latest."""
-    return max(enumerate(hits), key=lambda hit: (not hit[1]["data"].get("inferred", False),
-                                                 hit[1]["kind"] == "checkpoint_end", hit[0]))[1]
+def _during(window):
+    """Whether an event's ``time`` lies among the window's lines' (None where either is not
+    known): after a resume the steps repeat, and each launch's save is its own launch's."""
+    times = window["time"].dropna() if "time" in window else ()
+    if not len(times):
+        return lambda event: False
+    lo, hi = float(times.min()) - TIME_SLACK_S, float(times.max()) + TIME_SLACK_S
+    return lambda event: event["time"] is not None and lo <= event["time"] <= hi
+
+
+def _best_save(hits: list[dict], during) -> dict:
+    """The save that says most: one written while the window's lines were (``during``), one
+    the log wrote before one cliffwatch inferred (our own trainer's ckpt/step-N.pt repeats the
+    checkpoint_end of its events.jsonl, which knows the blocked seconds), an end before a
+    start, then the latest."""
+    return max(enumerate(hits), key=lambda hit: (
+        during(hit[1]), not hit[1]["data"].get("inferred", False),
+        hit[1]["kind"] == "checkpoint_end", hit[0]))[1]
 
 
 def _resume(incident, ctx, window, others) -> str | None:

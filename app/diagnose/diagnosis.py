@@ -47,7 +47,7 @@ INCIDENT_SCHEMA = pa.schema([
     ("evidence", pa.list_(pa.string()))])
 GROWN = ("run", "kind", "metric", "step", "end_step", "worst_step", "value")  # the row's key
 # and what diagnose/incident_grow writes (diagnose/incident_update: the causes too)
-LINE_COLUMNS = ("line_id", "step", "attempt", "epoch")  # of run_lines, what causes read
+LINE_COLUMNS = ("line_id", "step", "attempt", "epoch", "time")  # of run_lines: causes read them
 READ = object()  # LiveRun.attribute: read the run's steps per epoch from the database
 MAX_LINES = 100_000  # line ids one query reads: a first tick over a long history goes in steps
 SMALL_READ = 10_000  # line ids read through the DB-API (see LiveDiagnosis._new_lines)
