@@ -31,7 +31,7 @@ class AlertWorker(Background):
         self.source = source  # where the rules came from, e.g. "runs/alerts.toml (3 rules)"
         self.target_ids = [t.id for t in targets]
         self.on_outbox, self.clock = on_outbox, clock
-        self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+        self.watch = Watch.of(settings)
         self.engine: Engine | None = None
         self.passes = 0
         super().__init__("cliffwatch-alerts", db)

@@ -96,7 +96,7 @@ def _over_http(server: Server, run: str | None) -> Look:
 
 def _local(monitor: Monitor, run: str | None, settings) -> Look:
     monitor.tailer.catch_up()
-    watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+    watch = Watch.of(settings)
     cursor = monitor.db.cursor()
     runs = [run] if run else None
     found = [as_dict(i) for i in diagnose(cursor, watch, runs)]

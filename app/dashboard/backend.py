@@ -13,6 +13,7 @@ import streamlit as st
 
 from .. import state as server_state
 from ..command import COMMAND
+from ..diagnose.rules import Watch
 from ..errors import CliffwatchError
 from .wording import md
 
@@ -37,12 +38,9 @@ def logdir() -> str:
     return str(state().monitor.logdir)
 
 
-def watched_globs() -> tuple[str, ...]:
-    """The loss_metrics and accuracy_metrics globs (settings): the metrics diagnosis and the
-    alert rules watch, which the Run page draws by default."""
-    settings = state().settings
-    text = f"{settings.loss_metrics},{settings.accuracy_metrics}"
-    return tuple(g.strip().lower() for g in text.split(",") if g.strip())
+def watch() -> Watch:
+    """The metrics diagnosis and the alert rules watch, which the Run page draws by default."""
+    return Watch.of(state().settings)
 
 
 def guarded(body, *args) -> None:

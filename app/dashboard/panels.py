@@ -13,7 +13,6 @@ run costs one cache lookup per refresh, and a growing run is built once per new 
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from ..diagnose.rules import Watch
 from . import charts, reads
 
 # Streamlit 1.67 fits a chart's title, axis and legend inside its height: these leave the
@@ -71,25 +71,21 @@ def gap_panels(names) -> dict[str, str]:
     return {(gap + DERIVED if gap in names else gap): gap for gap in GAP_METRICS}
 
 
-def default_panels(options: list[str], watched: tuple[str, ...] = ()) -> list[str]:
+def default_panels(options: list[str], watch: Watch | None = None) -> list[str]:
     """The default panels among a run's ``options``, in the page's order; a derived gap named
     apart (gap_panels) comes right after the run's own metric of its name. The metrics
-    diagnosis watches (``watched``: the loss_metrics and accuracy_metrics globs) come first,
+    diagnosis watches (``watch``: the loss_metrics and accuracy_metrics settings) come first,
     so a run whose loss is ``train/loss`` (TensorBoard) or ``train_loss`` draws the curve its
     incidents are about, not only the gap panels (issue 20)::
 
-        default_panels(["train/loss", "lr", "gap_s", "gap_steps"], ("*loss*",))
+        default_panels(["train/loss", "lr", "gap_s", "gap_steps"], Watch("*loss*"))
             -> ["train/loss", "lr", "gap_s", "gap_steps"]
     """
     named = [name for m in DEFAULT_METRICS for name in (m, m + DERIVED) if name in options]
     gaps = {*GAP_METRICS, *(g + DERIVED for g in GAP_METRICS)}
-    globbed = [m for m in options if m not in named and m not in gaps and _matches(m, watched)]
+    globbed = [m for m in options if m not in named and m not in gaps
+               and watch is not None and watch.kind_of(m)]
     return _in_order(named, globbed[:WATCHED_PANELS])
-
-
-def _matches(metric: str, globs: tuple[str, ...]) -> bool:
-    name = metric.lower()  # as diagnosis's Watch matches: case-blind
-    return any(fnmatch.fnmatchcase(name, g) for g in globs)
 
 
 def _in_order(named: list[str], globbed: list[str]) -> list[str]:

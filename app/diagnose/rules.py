@@ -128,8 +128,15 @@ class Watch:
     """Which metrics are loss-like (spikes) and accuracy-like (cliffs)."""
 
     def __init__(self, loss: str = "loss,*loss*,grad_norm", accuracy: str = "accuracy,*acc*"):
-        self.loss = [p.strip() for p in loss.split(",") if p.strip()]
-        self.accuracy = [p.strip() for p in accuracy.split(",") if p.strip()]
+        # case-blind, as the settings' help says: "Train/Loss" is a loss under "*loss*"
+        self.loss = [p.strip().lower() for p in loss.split(",") if p.strip()]
+        self.accuracy = [p.strip().lower() for p in accuracy.split(",") if p.strip()]
+
+    @classmethod
+    def of(cls, settings) -> Watch:
+        """The metrics a server's ``settings`` name (loss_metrics, accuracy_metrics): what
+        diagnosis judges, the alert rules watch and the Run page draws by default."""
+        return cls(settings.loss_metrics, settings.accuracy_metrics)
 
     def kind_of(self, metric: str) -> str | None:
         name = metric.lower()

@@ -21,7 +21,7 @@ class DiagnosisWorker(Background):
     log = log
 
     def __init__(self, db, settings):
-        self.watch = Watch(settings.loss_metrics, settings.accuracy_metrics)
+        self.watch = Watch.of(settings)
         self.live: LiveDiagnosis | None = None  # read from the marks in this thread
         self.listeners: list = []  # called (in this thread) after incidents were stored
         super().__init__("cliffwatch-diagnose", db)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from app.dashboard import panels
+from app.diagnose.rules import Watch
 from app.read import series as series_mod
 from tests.app.test_read_series import open_monitor
 
@@ -49,3 +50,13 @@ def test_the_default_panels_keep_both_gaps_for_such_a_run():
     assert panels.default_panels(["gap_s", "loss", "gap_s (derived)", "gap_steps"]) == [
         "loss", "gap_s", "gap_s (derived)", "gap_steps"]
     assert panels.default_panels(["loss", "gap_s", "gap_steps"]) == ["loss", "gap_s", "gap_steps"]
+
+
+def test_the_watched_metrics_are_found_case_blind_by_diagnosis_and_the_page_alike():
+    """One reading of the loss_metrics setting (rules.Watch): a setting written as a
+    TensorBoard tag is spelled, ``Train/Loss``, names the run's ``train/loss`` for diagnosis
+    and for the Run page's default panels."""
+    watch = Watch("Train/Loss", "Val/Acc*")
+    assert (watch.kind_of("train/loss"), watch.kind_of("val/accuracy")) == ("spike", "cliff")
+    assert panels.default_panels(["lr", "train/loss", "gap_s", "gap_steps"], watch) == [
+        "train/loss", "lr", "gap_s", "gap_steps"]

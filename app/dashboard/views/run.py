@@ -64,7 +64,7 @@ def available(run: str, ver: tuple) -> list[str]:
 def chosen_metrics(view: url.RunView, options: list[str]) -> list[str]:
     """The URL's metrics the run has, in the URL's order; without any, the default panels."""
     if view.metrics is None:
-        return panels.default_panels(options, backend.watched_globs())
+        return panels.default_panels(options, backend.watch())
     return [m for m in view.metrics if m in options]
 
 
