@@ -1,6 +1,7 @@
-"""The Runs page's incidents column counts every incident of a run and says how many are open
-("5 (1 open)"): it counted only the open ones (read/runs_open_incidents), so a finished run
-whose incidents had all ended showed 0, as if diagnosis had found nothing in it.
+"""The Runs page's incidents column counts every incident of a run, and the open column how
+many of them are open, both numbers (so they sort as numbers): it counted only the open ones
+(read/runs_open_incidents), so a finished run whose incidents had all ended showed 0, as if
+diagnosis had found nothing in it.
 
 On a real database (the seed run, a finished run with one NaN episode that ended, and a run
 whose last lines are NaN), read through the page's own read and through the Runs page in
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 from streamlit import cache_data
 
@@ -62,5 +64,8 @@ def test_every_incident_is_counted_and_the_open_ones_apart(counted):
 
 def test_the_runs_page_shows_all_and_how_many_are_open(counted):
     frame = page().dataframe[0].value.set_index("run")
-    shown = dict(frame["incidents_shown"])
-    assert shown == {SEED: "5 (1 open)", ENDED: "1", OPEN: "1 (1 open)"}
+    shown = {run: (frame.loc[run, "incidents"], frame.loc[run, "open_incidents"])
+             for run in (SEED, ENDED, OPEN)}
+    assert shown == {SEED: (5, 1), ENDED: (1, 0), OPEN: (1, 1)}
+    # numbers, not text: sorted on the page, 12 incidents come after 5 ("12 (1 open)" did not)
+    assert all(pd.api.types.is_integer_dtype(frame[c]) for c in ("incidents", "open_incidents"))

@@ -105,25 +105,19 @@ def live() -> None:
             st.info(f"This page is past the last of {found.total} run(s); Previous goes back.")
             paging(found)
         return
-    table = found.table.assign(open=[url.run_url(run) for run in found.table["run"]],
-                               incidents_shown=incidents_shown(found.table))
+    table = found.table.assign(open=[url.run_url(run) for run in found.table["run"]])
     st.dataframe(table, hide_index=True, width="stretch", column_order=COLUMN_ORDER,
                  column_config=column_config())
     paging(found)
     unread.notice()
 
 
-# short headers, each with its meaning on hover: at 1,400 px the eleven columns fit, the last
-# one included (issue 20, item 7: "last_seen" was cut off)
+# short headers, each with its meaning on hover: at 1,400 px the twelve columns fit, the last
+# one included (issue 20, item 7: "last_seen" was cut off). Counts are numbers, so a click on
+# the header sorts 12 after 5 (as text, "12 (1 open)" came before "5")
 COLUMN_ORDER = ["open", "state", "last_step", "last_loss", "last_accuracy", "lines_per_min",
-                "since_last_s", "incidents_shown", "alert_state", "lines", "last_seen"]
-
-
-def incidents_shown(table) -> list[str]:
-    """Every incident of a run, with how many are open: "5", "12 (1 open)" (a finished run's
-    incidents count too; only the open ones once did, and it showed 0)."""
-    return [f"{every} ({open_} open)" if open_ else str(every)
-            for every, open_ in zip(table["incidents"], table["open_incidents"], strict=True)]
+                "since_last_s", "incidents", "open_incidents", "alert_state", "lines",
+                "last_seen"]
 
 
 def column_config() -> dict:
@@ -141,9 +135,10 @@ def column_config() -> dict:
             "lines/min", format="%.1f", help="lines a minute over the last 5 minutes, ending "
             "now: it falls while no line comes, to 0 after 5 minutes of silence; empty for a "
             "log with no time field (elapsed_s or time)"),
-        "incidents_shown": st.column_config.TextColumn(
-            "incidents", help="incidents diagnosed on the run, and how many are open: their "
-            "episode reaches the newest line, so they may still grow (Incidents page)"),
+        "incidents": number("incidents", help="incidents diagnosed on the "
+                            "run, open or over (Incidents page)"),
+        "open_incidents": number("open", help="of those, the open ones: their "
+                                 "episode reaches the newest line, so they may still grow"),
         "alert_state": st.column_config.TextColumn(
             "alert", help="firing > pending > silenced > ok (Alerts page)"),
         "lines": number("lines", help="metric lines stored"),
