@@ -7,9 +7,12 @@ instead (a chart's series has at most a few thousand points, whatever the run's 
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..db import queries
+
+if TYPE_CHECKING:  # not at import: the CLI's `sql` imports app.read.known_runs, not pandas
+    import pandas as pd
 
 
 def frame(cursor, name: str, params: dict | None = None) -> pd.DataFrame:
