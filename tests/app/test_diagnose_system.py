@@ -5,7 +5,7 @@ inferred, even with no checkpoint event; a logged save still comes first), swap 
 memory near its total (gpu_memory; after a crash's last step, the crash's second cause). Live
 diagnosis stores what the whole run gives. A quiet disk, a disk busy all along, or idle GPUs
 with a full queue name none of them. Real ingest of real files into a DuckDB file in tmp_path;
-the end-to-end test runs the sampler in a real process that writes 300 MiB during a stall."""
+the end-to-end test runs the sampler in a real process that writes 900 MiB during a stall."""
 
 from __future__ import annotations
 
@@ -261,14 +261,15 @@ WRITER = textwrap.dedent("""
     for step in range(1, 41):
         run.log({"loss": 2.0 + 0.01 * (step % 3)}, step=step)
         time.sleep(0.1)
-    # the stall: 300 MiB written with fsync over ~4 s, and no checkpoint event
+    # the stall: 900 MiB written with fsync over 4 s or more, and no checkpoint event (so
+    # much that the suite's other tests writing to the same disk stay far below 1/5 of it)
     chunk, started = os.urandom(10 << 20), time.monotonic()
     with open(big, "wb") as f:
-        for i in range(30):
+        for i in range(90):
             f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
-            time.sleep(max(0.0, started + 4.0 * (i + 1) / 30 - time.monotonic()))
+            time.sleep(max(0.0, started + 4.0 * (i + 1) / 90 - time.monotonic()))
     for step in range(41, 61):
         run.log({"loss": 2.0 + 0.01 * (step % 3)}, step=step)
         time.sleep(0.1)
