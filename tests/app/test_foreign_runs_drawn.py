@@ -232,6 +232,25 @@ def test_compare_overlays_every_format(served, browser):
         page.close()
 
 
+def test_compare_draws_a_runs_loss_named_otherwise_as_its_loss(served, browser):
+    """A TensorBoard run's loss is ``train/loss``: compared on "loss" with a run that logs
+    ``loss``, it said "No loss in tensorboard-tags" and drew one run alone."""
+    other = next(iter(FORMATS))
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    try:
+        page.goto(f"{served.url}/compare?runs={other},tensorboard-tags&metric=loss")
+        drawn = chart(page, "loss").first
+        drawn.wait_for(timeout=30_000)
+        for label in (other, "tensorboard-tags (train/loss)"):
+            drawn.locator("svg text", has_text=re.compile(rf"^{re.escape(label)}$")).first \
+                .wait_for(state="attached", timeout=10_000)
+        page.get_by_text("tensorboard-tags logs no loss: drawn is its train/loss").first \
+            .wait_for(timeout=10_000)
+        assert page.get_by_text("No loss in").count() == 0
+    finally:
+        page.close()
+
+
 def test_runs_of_other_trainers_end_finished_or_idle(tmp_path):
     """A log that marks the end of training is finished; one that stops short of it and has
     not grown for idle_after is idle; neither stays live."""

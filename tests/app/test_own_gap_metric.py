@@ -60,3 +60,15 @@ def test_the_watched_metrics_are_found_case_blind_by_diagnosis_and_the_page_alik
     assert (watch.kind_of("train/loss"), watch.kind_of("val/accuracy")) == ("spike", "cliff")
     assert panels.default_panels(["lr", "train/loss", "gap_s", "gap_steps"], watch) == [
         "train/loss", "lr", "gap_s", "gap_steps"]
+
+
+def test_a_run_without_the_compared_metric_stands_in_its_own_of_that_kind():
+    """Compare's "loss" of a run that logs ``train/loss`` (TensorBoard) or ``train_loss``
+    (Lightning's CSV) is that loss, a training one before a validation one; nothing stands in
+    for a metric diagnosis does not watch, or for one whose last word differs."""
+    watch = Watch()
+    assert panels.stand_in("loss", ["val/loss", "train/loss", "lr"], watch) == "train/loss"
+    assert panels.stand_in("loss", ["val_loss", "train_loss"], watch) == "train_loss"
+    assert panels.stand_in("accuracy", ["eval/accuracy"], watch) == "eval/accuracy"
+    assert panels.stand_in("loss", ["lossy", "train/loss_scale"], watch) is None
+    assert panels.stand_in("lr", ["train/lr"], watch) is None

@@ -13,7 +13,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
-from . import backend, banner, charts, export, picker, reads, url, wording
+from . import backend, banner, charts, export, panels, picker, reads, url, wording
 
 ALIGN = ("step", "elapsed")
 
@@ -61,12 +61,19 @@ def pick() -> tuple[list[str], str, str] | None:
 
 @st.fragment(run_every=backend.REFRESH_S)
 def live(chosen: list[str], metric: str, align: str) -> None:
-    frames = {}
+    frames, stood = {}, {}  # stood: run -> its own metric drawn for ``metric`` (panels.stand_in)
     for run in chosen:
         ver = reads.version(run)
-        frame = reads.series(run, ver, (metric,), None, None, align).frame
-        if not frame.empty:
-            frames[run] = frame
+        names = reads.metric_names(run, ver)
+        drawn = metric if metric in names else panels.stand_in(metric, names, backend.watch())
+        if drawn is None:
+            continue
+        frame = reads.series(run, ver, (drawn,), None, None, align).frame
+        if frame.empty:
+            continue
+        if drawn != metric:  # drawn as ``metric``, named in the legend: "tb-run (train/loss)"
+            stood[run], frame = drawn, frame.assign(metric=metric)
+        frames[f"{run} ({drawn})" if drawn != metric else run] = frame
     if not frames:
         st.info(f"No values of {wording.md(metric)} yet in {wording.md(', '.join(chosen))}.")
         return
@@ -74,7 +81,10 @@ def live(chosen: list[str], metric: str, align: str) -> None:
     st.vega_lite_chart(spec=spec, width="stretch", alt=f"{metric} of {', '.join(frames)}")
     st.download_button("PNG", data=lambda: export.png(spec), file_name=f"compare-{metric}.png",
                        mime="image/png", on_click="ignore", help="download the chart as an image")
-    missing = [r for r in chosen if r not in frames]
+    for run, drawn in stood.items():
+        st.caption(f"{wording.md(run)} logs no {wording.md(metric)}: drawn is its "
+                   f"{wording.md(drawn)}, which diagnosis reads as the same kind.")
+    missing = [r for r in chosen if r not in frames and r not in stood]
     if missing:
         st.caption(f"No {wording.md(metric)} in {wording.md(', '.join(missing))}.")
 
