@@ -60,7 +60,7 @@ def _table(found, groups, which, times, plan):
     names = _names(plan, shape_of)
     if names is None:
         return None
-    columns = {STEP: pa.array(found.step[starts]), TIME: pa.array(times[rows])}
+    columns = {STEP: _arrow(found.step[starts]), TIME: _arrow(times[rows])}
     for name, places in names.items():
         columns[name] = _values(found.value, starts, shape_of, places)
     schema = pa.schema([(name, pa.type_for_alias(SPECIAL.get(name, "float64")))
@@ -94,10 +94,20 @@ def _values(value: np.ndarray, starts: np.ndarray, shape_of: np.ndarray,
     """One column: each row's value at its shape's position, NULL in rows without it."""
     (shape, place), *others = places.items()
     if not others and (shape_of == shape).all():
-        return pa.array(value[starts + place])
+        return _arrow(value[starts + place])
     out = np.zeros(len(starts))
     held = np.zeros(len(starts), bool)
     for shape, place in places.items():
         mine = shape_of == shape
         out[mine], held[mine] = value[starts[mine] + place], True
-    return pa.array(out, mask=~held)
+    return _arrow(out, held)
+
+
+def _arrow(values: np.ndarray, held: np.ndarray | None = None):
+    """A numpy column as an Arrow array over its own buffer, NULL where not ``held``: the
+    same array as ``pa.array(values, mask=~held)``, without the pandas import (0.35 s) that
+    pa.array makes on its first call, which sat in every `ingest --once` of an event file."""
+    values = np.ascontiguousarray(values)
+    validity = None if held is None else pa.py_buffer(np.packbits(held, bitorder="little"))
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [validity, pa.py_buffer(values)])
