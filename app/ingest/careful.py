@@ -50,7 +50,7 @@ def store(db_store: Store, segment: Segment) -> int:
     """Store the segment's lines in one transaction; returns rows stored."""
     new = segment.after()
     parsed = parse(segment.state.kind, segment.data, segment.start.offset, new, segment.reason,
-                   db_store.keymap(segment.state.run), segment.decoded)
+                   db_store.keymap(segment.state.run))
     try:
         return db_store.commit(segment.state, Batch(parsed, new, segment.reason))
     except Exception as exc:
@@ -99,16 +99,16 @@ def line_by_line(db_store: Store, segment: Segment) -> int:
 
 
 def parse(kind: str, data: bytes, base: int, new: FileState, reason: str | None,
-          keymap: KeyMap | None = None, decoded=None) -> Parsed:
+          keymap: KeyMap | None = None) -> Parsed:
     """A file's complete lines (or records) as rows, events and problems: the file kind's
     rules (an event line in a rank file is ignored; another trainer's log is translated by
     its reader in formats/), the reset that made it read again, and its CRLF line ends,
     reported once per file (``new`` remembers it). ``keymap``: the run's extra key mappings
-    for JSONL of other trainers (formats/keymap.py). ``decoded``: Segment.decoded."""
+    for JSONL of other trainers (formats/keymap.py)."""
     if kind == system.KIND:  # samples of the machine, for system_samples: no metric rows
         parsed = system.parse(data, base)
     elif kind == "tfevents":
-        parsed = _tfevents_columns(data, base, decoded)
+        parsed = _tfevents_columns(data, base)
     elif kind in READERS:
         parsed = from_records(*_read(kind, data, base, keymap, new.last_step), first=base == 0)
     else:
@@ -131,14 +131,13 @@ def _jsonl(data: bytes, base: int, keymap: KeyMap | None, after: int | None):
     return jsonl.parse(data, base, keymap)
 
 
-def _tfevents_columns(data: bytes, base: int, decoded=None) -> Parsed:
+def _tfevents_columns(data: bytes, base: int) -> Parsed:
     """A TensorBoard file's scalars as columns (columnar.py), or record by record where it
-    declines the batch (keys that need metric_row's rules). ``decoded``: their read, if the
-    tailer made it already (Segment.decoded)."""
+    declines the batch (keys that need metric_row's rules)."""
     from . import columnar
     from .formats import tfevents  # protobuf: only for TensorBoard files
 
-    got = decoded or tfevents.read(data, base, final=True)  # the tailer cut the step
+    got = tfevents.read(data, base, final=True)  # the tailer cut the step
     return columnar.parsed(got, first=base == 0) or from_records(
         tfevents.records(got), got.problems, first=base == 0)
 

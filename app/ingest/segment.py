@@ -28,9 +28,6 @@ class Segment:
     handle: LogHandle
     data: bytes | None  # complete lines (ending in \n); None: the whole file, on disk
     reason: str | None = None  # file_truncated | file_replaced: read again from its start
-    # a TensorBoard file's records of exactly ``data``, read already to find where they end
-    # (settle.complete): the careful path uses them rather than decode the bytes again
-    decoded: object | None = None
 
     @property
     def size(self) -> int:

@@ -2,7 +2,7 @@
 records up to the last step's, which is held until the file has settled (the rest of that
 step's scalars may still be coming)::
 
-    complete(state, b'{"step": 1}\n{"st', 0, None, mtime)   -> (12, None)
+    complete(state, b'{"step": 1}\n{"st', 0, None, mtime)   -> 12
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ def settled(pending) -> bool:
     return time.monotonic() - pending.since >= SETTLE_S
 
 
-def complete(state: FileState, data: bytes, base: int, pending,
-             mtime: float) -> tuple[int, object | None]:
-    """The complete bytes of ``data`` (read from ``base``), and for a settled TensorBoard
-    file whose records all are, their read (Segment.decoded: decoded once, not again by the
-    careful path; 0.16 s of a 1M-step file). A file last written SETTLE_S or more ago has
-    settled already: a closed or copied file's last step is read at once, where
+def complete(state: FileState, data: bytes, base: int, pending, mtime: float) -> int:
+    """The complete bytes of ``data`` (read from ``base``). A file last written SETTLE_S or
+    more ago has settled already: a closed or copied file's last step is read at once, where
     ``ingest --once`` would never come back for it (it kept every file's last step)."""
     if state.kind != "tfevents":
-        return data.rfind(b"\n") + 1, None
+        return data.rfind(b"\n") + 1
     from .formats import tfevents  # protobuf: only for TensorBoard files
 
     done = (pending is not None and settled(pending)) or time.time() - mtime >= SETTLE_S
-    got = tfevents.read(data, base, final=done)
-    return got.consumed, got if done and got.consumed == len(data) else None
+    return tfevents.read(data, base, final=done).consumed

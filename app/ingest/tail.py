@@ -244,11 +244,11 @@ class Tailer:
             if done is not None:
                 return done, rows
         data, spent = self.reads.take(handle, new.offset, self.retry.shrunk.get(state.path))
-        end, decoded = settle.complete(state, data, new.offset, pending, handle.info.st_mtime)
+        end = settle.complete(state, data, new.offset, pending, handle.info.st_mtime)
         if end == 0:
             return self.lines.no_newline(state, new, data, handle, reason), rows
         self.retry.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
-        stored = self._consume(state, new, data[:end], handle, reason, data[end:], decoded)
+        stored = self._consume(state, new, data[:end], handle, reason, data[end:])
         if stored is None:
             return True, rows  # held: stored with the tick's others, its rest remembered then
         rows += stored
@@ -258,12 +258,12 @@ class Tailer:
         return True, rows
 
     def _consume(self, state, new: FileState, data: bytes, handle: LogHandle, reason,
-                 rest: bytes | None = None, decoded=None) -> int | None:
+                 rest: bytes | None = None) -> int | None:
         """Store complete lines: through the fast path if it takes them, else the careful
         path. ``new`` holds the position before ``data`` (reset already if the file was
         replaced). Given ``rest`` (the bytes after them), careful-path lines of a file that
         is not failing are held for the tick's one transaction: None."""
-        segment = Segment(state, new, handle, data, reason, decoded)
+        segment = Segment(state, new, handle, data, reason)
         if self.fast_path:
             outcome = fast.store(self.store, segment, self.scratch)
             if outcome.refused is None:

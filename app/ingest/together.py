@@ -54,8 +54,7 @@ class Holding:
     def add(self, db_store: Store, segment: Segment, rest: bytes, tried: int | None) -> None:
         new = segment.after()
         parsed = careful.parse(segment.state.kind, segment.data, segment.start.offset, new,
-                               segment.reason, db_store.keymap(segment.state.run),
-                               segment.decoded)
+                               segment.reason, db_store.keymap(segment.state.run))
         self.held.append(Held(segment, Batch(parsed, new, segment.reason), rest, tried))
         self.size += segment.size
 
