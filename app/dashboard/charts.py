@@ -314,14 +314,17 @@ RUN_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", 
 
 def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
                   x: str = "step") -> alt.Chart | alt.LayerChart:
-    """One metric of several runs overlaid, a colour per run and a line per attempt; the
-    min/max band is drawn when any run's series was bucketed."""
-    parts = [f.loc[f["metric"] == metric, ["x", "attempt", "value", "lo", "hi", "n"]]
-             .assign(run=run) for run, f in frames.items()]
+    """One metric of several runs overlaid, a colour per run and a line per attempt; where
+    any run's series was bucketed, the min/max band, and each line through its buckets' min
+    and max as the Run page draws it (metric_chart), so the seed's spike to 13 reads 13 here
+    too, not a bucket's mean of 7."""
+    columns = ["x", "attempt", "value", "lo", "hi", "lo_step", "hi_step", "n"]
+    parts = [f.loc[f["metric"] == metric, columns].assign(run=run) for run, f in frames.items()]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["x", "attempt", "value", "lo", "hi", "n", "run"])
+        columns=[*columns, "run"])
     banded = bool((rows["n"] > 1).any())
-    keep = ["run", "attempt", "x", "value"] + (["lo", "hi"] if banded else [])
+    keep = ["run", "attempt", "x", "value"] + (["lo", "hi", "lo_step", "hi_step"]
+                                               if banded else [])
     plotted = _axis(rows[keep], x, ("x",))
     y_title = _y("value:Q", metric)
     # a categorical palette, one distinct colour per run (Streamlit's theme drew two runs in
@@ -331,12 +334,14 @@ def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
                       legend=dict(labelLimit=0, symbolOpacity=1, symbolStrokeWidth=3,
                                         orient="bottom", direction="vertical"))
     base = alt.Chart().encode(x=_x(x, "x"), color=color, detail="attempt:N")
-    line = base.mark_line().encode(
-        y=y_title, tooltip=["run:N", "attempt:N", alt.Tooltip("value:Q", title=metric)])
-    layers = [line.add_params(alt.selection_interval(encodings=["x"], name=ZOOM))]
+    tips = ["run:N", "attempt:N", alt.Tooltip("value:Q", title=metric)]
+    line = base.mark_line().encode(y=y_title, tooltip=tips)
+    drawn = _envelope(base, x, None, metric, {}) if banded else line
+    layers = [drawn.add_params(alt.selection_interval(encodings=["x"], name=ZOOM))]
     if banded:
         layers.insert(0, base.mark_area(opacity=0.15).encode(
             y=_y("lo:Q", metric), y2="hi:Q"))
+        layers.append(base.mark_point(opacity=0, size=60).encode(y=y_title, tooltip=tips))
     return alt.layer(*layers, data=plotted).properties(title=metric)
 
 

@@ -343,11 +343,25 @@ def test_selected_steps_maps_a_brush_to_the_url_range(x, zoom, expected):
 
 def test_compare_chart_colours_each_run():
     spec = charts.compare_chart({"a": frame(), "b": frame(n=(1, 4, 1, 1))}, "loss").to_dict()
-    area, line = layers(spec)
+    area, line, _ = layers(spec)
     assert area["mark"]["type"] == "area"  # run b was bucketed
     assert line["encoding"]["color"]["field"] == "run"
     assert line["encoding"]["detail"]["field"] == "attempt"
     assert [r["run"] for r in datasets(spec)[0]] == ["a"] * 4 + ["b"] * 4
+
+
+def test_compare_draws_a_bucketed_line_through_its_extremes_as_the_run_page_does():
+    """Compare drew a bucketed run's mean: the seed's spike to 13 read 7 there while its Run
+    page read 13. Its line goes through each bucket's min and max, in their logged order."""
+    bucketed = frame(n=(1, 5, 1, 1))
+    for spec in (charts.compare_chart({"a": bucketed}, "loss").to_dict(),
+                 charts.metric_chart(bucketed, "loss").to_dict()):
+        line = next(u for u in layers(spec) if u["mark"]["type"] == "line")
+        assert line["encoding"]["y"]["field"] == "extreme", line["encoding"]
+        fold = next(t for t in line["transform"] if "fold" in t)
+        assert fold["fold"] == ["lo", "hi"]
+    assert max(r["hi"] for r in datasets(charts.compare_chart({"a": bucketed}, "loss")
+                                         .to_dict())[0]) == 10.0
 
 
 @pytest.mark.parametrize(("result", "mark", "x_type", "columns"), [
