@@ -582,7 +582,10 @@ def test_huge_values_are_sized_before_python_sees_them(server):
         assert response.status_code == 200, body
         assert body["row_count"] == 0 and body["truncated"] is True
         assert "first row alone is over" in body["truncated_reason"]
-        assert body["elapsed_s"] < TIME_LIMIT
+        # sizing the answer is milliseconds past the query (the conversion it replaced ran
+        # 0.7 s past the limit): a query that ends just under a loaded machine's limit may
+        # still answer a few hundredths after it (4.04 s seen once in a full run)
+        assert body["elapsed_s"] < TIME_LIMIT + 0.25
 
 
 @pytest.mark.parametrize("sql", [
