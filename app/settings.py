@@ -97,9 +97,9 @@ REGISTRY = [
     Setting("webhook_give_up", 24 * 3600.0,
             "seconds a notification is retried before it is marked expired"),
     Setting("loss_metrics", "loss,*loss*,grad_norm",
-            "metrics watched for spikes (comma-separated names or globs)"),
+            "metrics watched for spikes (comma-separated names or globs, case-blind)"),
     Setting("accuracy_metrics", "accuracy,*acc*",
-            "metrics watched for cliffs (comma-separated names or globs)"),
+            "metrics watched for cliffs (comma-separated names or globs, case-blind)"),
     Setting("metrics_export", "*throughput*,*per_sec*,*per_second*,*per_s,*/s,mfu",
             "metrics GET /metrics exports besides loss_metrics and accuracy_metrics "
             "(comma-separated names or globs; throughput-like by default)"),

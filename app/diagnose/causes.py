@@ -61,8 +61,8 @@ from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
 from .evidence import lines_before, of_event, seconds, sourced
 
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
-TIME_SLACK_S = 1.0  # an event's clock and its lines' may differ by a rounding
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
+TIME_SLACK_S = 1.0  # an event's clock and its lines' may differ by a rounding
 PERIODIC_MIN = 3  # stalls in a row at even spacing: periodic ...
 PERIODIC_SPREAD = 0.1  # ... their intervals within this fraction of each other ...
 PERIODIC_INTERVALS = 3  # ... and at least this many logging intervals apart: stalls every
@@ -280,8 +280,9 @@ def _save_in(incident, ctx, window) -> dict | None:
 
 
 def _during(window):
-    """Whether an event's ``time`` lies among the window's lines' (None where either is not
-    known): after a resume the steps repeat, and each launch's save is its own launch's."""
+    """A test of whether an event's ``time`` lies among the window's lines' (False where
+    either is not known): after a resume the steps repeat, and each launch's save is its own
+    launch's (events carry no attempt, lines and events both carry ``time``)."""
     times = window["time"].dropna() if "time" in window else ()
     if not len(times):
         return lambda event: False

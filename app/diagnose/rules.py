@@ -128,7 +128,7 @@ class Watch:
     """Which metrics are loss-like (spikes) and accuracy-like (cliffs)."""
 
     def __init__(self, loss: str = "loss,*loss*,grad_norm", accuracy: str = "accuracy,*acc*"):
-        # case-blind, as the settings' help says: "Train/Loss" is a loss under "*loss*"
+        # case-blind (settings.py says so): "Train/Loss" names the run's train/loss
         self.loss = [p.strip().lower() for p in loss.split(",") if p.strip()]
         self.accuracy = [p.strip().lower() for p in accuracy.split(",") if p.strip()]
 

@@ -106,7 +106,8 @@ def _values(value: np.ndarray, starts: np.ndarray, shape_of: np.ndarray,
 def _arrow(values: np.ndarray, held: np.ndarray | None = None):
     """A numpy column as an Arrow array over its own buffer, NULL where not ``held``: the
     same array as ``pa.array(values, mask=~held)``, without the pandas import (0.35 s) that
-    pa.array makes on its first call, which sat in every `ingest --once` of an event file."""
+    pa.array makes on its first call: not inside the reader (the store's writes may still
+    import it later, writing.py's to_numpy)."""
     values = np.ascontiguousarray(values)
     validity = None if held is None else pa.py_buffer(np.packbits(held, bitorder="little"))
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),

@@ -31,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from ..alerts.fields import KINDS
 from ..db import queries
+from ..diagnose.rules import Watch
 from . import system
 from .runs import TAIL_LINES
 from .tiles import columns
@@ -66,12 +67,12 @@ class Snapshot:
 
 
 def exported(names: list[str], settings) -> list[str]:
-    """The metric columns /metrics exports: those matching a glob of loss_metrics,
-    accuracy_metrics or metrics_export (compared in lower case, as the detector's Watch does)."""
-    globs = [g.strip().lower() for text in (settings.loss_metrics, settings.accuracy_metrics,
-                                            settings.metrics_export)
-             for g in text.split(",") if g.strip()]
-    return [n for n in names if any(fnmatch.fnmatchcase(n.lower(), g) for g in globs)]
+    """The metric columns /metrics exports: those diagnosis watches (Watch.of: loss_metrics,
+    accuracy_metrics) and those matching a glob of metrics_export, all compared case-blind."""
+    watch = Watch.of(settings)
+    export = [g.strip().lower() for g in settings.metrics_export.split(",") if g.strip()]
+    return [n for n in names if watch.kind_of(n)
+            or any(fnmatch.fnmatchcase(n.lower(), g) for g in export)]
 
 
 class Anchors:

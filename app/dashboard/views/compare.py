@@ -61,19 +61,20 @@ def pick() -> tuple[list[str], str, str] | None:
 
 @st.fragment(run_every=backend.REFRESH_S)
 def live(chosen: list[str], metric: str, align: str) -> None:
-    frames, stood = {}, {}  # stood: run -> its own metric drawn for ``metric`` (panels.stand_in)
+    frames, stood, missing = {}, {}, []  # stood: run -> its metric drawn for ``metric``
+    watch = backend.watch()
     for run in chosen:
         ver = reads.version(run)
         names = reads.metric_names(run, ver)
-        drawn = metric if metric in names else panels.stand_in(metric, names, backend.watch())
-        if drawn is None:
-            continue
-        frame = reads.series(run, ver, (drawn,), None, None, align).frame
-        if frame.empty:
-            continue
-        if drawn != metric:  # drawn as ``metric``, named in the legend: "tb-run (train/loss)"
-            stood[run], frame = drawn, frame.assign(metric=metric)
-        frames[f"{run} ({drawn})" if drawn != metric else run] = frame
+        drawn = metric if metric in names else panels.stand_in(metric, names, watch)
+        frame = reads.series(run, ver, (drawn,), None, None, align).frame if drawn else None
+        if frame is None or frame.empty:
+            missing.append(run)
+        elif drawn == metric:
+            frames[run] = frame
+        else:  # drawn as ``metric``, named in the legend: "tb-run (train/loss)"
+            stood[run] = drawn
+            frames[f"{run} ({drawn})"] = frame.assign(metric=metric)
     if not frames:
         st.info(f"No values of {wording.md(metric)} yet in {wording.md(', '.join(chosen))}.")
         return
@@ -84,7 +85,6 @@ def live(chosen: list[str], metric: str, align: str) -> None:
     for run, drawn in stood.items():
         st.caption(f"{wording.md(run)} logs no {wording.md(metric)}: drawn is its "
                    f"{wording.md(drawn)}, which diagnosis reads as the same kind.")
-    missing = [r for r in chosen if r not in frames and r not in stood]
     if missing:
         st.caption(f"No {wording.md(metric)} in {wording.md(', '.join(missing))}.")
 
