@@ -117,6 +117,7 @@ def _insert(db_store: Store, state: FileState, new: FileState, chunk: clean.Chun
     if state.kind == "rank":
         query = "ingest/insert_direct_ranks"
         params |= {"run": state.run, "rank": state.rank}
+    chunk.start()
     written = db.run(query, params).fetchall()[0][0]
     scan = chunk.result()  # a whole log's scan ran beside DuckDB's read
     if not scan.clean:

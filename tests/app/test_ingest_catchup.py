@@ -165,3 +165,33 @@ def test_a_sample_key_spelled_like_another_runs_column_keeps_its_own_column(tmp_
     with ingest(logs) as mon:
         assert query(mon, "SELECT count(*), count(time), sum(log_Time) FROM metrics_all "
                      "WHERE run = 'x'") == [(30_000, 0, 7.0)]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_a_whole_log_is_scanned_only_once_asked_and_a_chunk_never_started_keeps_no_fd(tmp_path):
+    """The scan of a whole log begins at ``Chunk.start`` (just before the INSERT: the scanner
+    holds the GIL the ALTERs ahead of it wait for), and a chunk sent back before its INSERT
+    closes the descriptor it was given."""
+    from app.ingest import chunk
+    from app.ingest.openfile import open_log
+
+    logs = tmp_path / "logs"
+    write_log(logs)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    before = _open_fds()
+    with open_log(logs, "run/metrics.jsonl") as handle:
+        size = handle.info.st_size
+        unstarted = chunk.whole_file(handle, size, scratch)
+        assert not isinstance(unstarted.scan, chunk.Scan | chunk.Future)  # not begun yet
+        unstarted.close()
+        started = chunk.whole_file(handle, size, scratch)
+        started.start()
+        assert started.result().lines == LINES and started.result().clean
+        started.close()
+    assert _open_fds() == before
+    assert list(scratch.iterdir()) == []
