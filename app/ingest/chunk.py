@@ -113,21 +113,23 @@ def _not_number(shape: bytes) -> bool:
 class Chunk:
     path: Path  # scratch copy of the lines (in our own private folder)
     first_step: int  # from the first line: it settles the attempt before the scan is done
-    # a whole log is scanned while DuckDB reads it: ``start`` submits the scan just before
-    # the INSERT, not sooner: the scanner holds the GIL, and every return from DuckDB waits for
-    # it (the ALTERs ahead of the rows took 0.17 s of a 1M-line catch-up with it running)
-    scan: Scan | Future | tuple
+    # None: a whole log, scanned from ``start`` on, while DuckDB reads it. Not sooner: the
+    # scanner holds the GIL, and each return from DuckDB waits for it (the ALTERs ahead of the
+    # rows took 0.17 s of a 1M-line catch-up with it running)
+    scan: Scan | Future | None
     whole: bool = False  # a whole log: its line count and order are checked after the insert
     first: dict | None = None  # the first line's object (its keys may name every column)
     # a hard link to the log itself (not a copy): DuckDB reads the file as it is at that time,
     # so the insert is kept only if it still holds ``size`` bytes afterwards (``grew``)
     source_fd: int | None = None
-    size: int = 0
+    size: int = 0  # a whole log's bytes: what is scanned, and what ``grew`` compares
 
     def start(self) -> None:
-        """Begin the scan of a whole log (nothing for a chunk checked already)."""
-        if isinstance(self.scan, tuple):
-            self.scan = _SCANNER.submit(_scan_file, *self.scan)
+        """Begin the scan of a whole log: our own link or copy of it, ``size`` bytes (nothing
+        for a chunk checked already)."""
+        if self.scan is None:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            self.scan = _SCANNER.submit(_scan_file, fd, self.size)
 
     def result(self) -> Scan:
         self.start()
@@ -139,9 +141,7 @@ class Chunk:
         return self.source_fd is not None and os.fstat(self.source_fd).st_size != self.size
 
     def close(self) -> None:
-        if isinstance(self.scan, tuple):
-            os.close(self.scan[0])
-        elif isinstance(self.scan, Future):
+        if isinstance(self.scan, Future):
             self.scan.result()  # the scanner may still read the copy
         self.path.unlink(missing_ok=True)
 
@@ -195,14 +195,14 @@ def whole_file(handle: LogHandle, size: int, scratch: Path,
         return "the first line is no plain metrics line"
     first_step = head["step"]
     linked = _link(handle, links) if links is not None else None
-    if linked is not None:  # Chunk.start scans it beside DuckDB's read
-        return Chunk(linked, first_step, (os.dup(handle.fd), size), whole=True, first=head,
-                     source_fd=handle.fd, size=size)
+    if linked is not None:
+        return Chunk(linked, first_step, None, whole=True, first=head, source_fd=handle.fd,
+                     size=size)
     try:
         name, copied = _scratch_copy(scratch, lambda fd: _copy(handle.fd, fd, size))
     except OSError as exc:  # scratch space full (Docker's /dev/shm is 64 MB)
         return f"no scratch space ({exc.strerror or exc})"
-    chunk = Chunk(Path(name), first_step, (os.dup(handle.fd), size), whole=True, first=head)
+    chunk = Chunk(Path(name), first_step, None, whole=True, first=head, size=size)
     if copied != size:
         chunk.close()
         return "truncated while copied"
@@ -256,7 +256,7 @@ def _copy(source: int, target: int, size: int) -> int:
 
 
 def _scan_file(fd: int, size: int) -> Scan:
-    """Scan the first ``size`` bytes of ``fd`` (a duplicate of the checked descriptor, closed
+    """Scan the first ``size`` bytes of ``fd`` (our link or copy of the checked file, closed
     here). Counts are additive, so blocks need no cutting at line ends."""
     scan, done = Scan(steps=False), 0
     try:

@@ -175,7 +175,7 @@ def _open_fds() -> int:
 def test_a_whole_log_is_scanned_only_once_asked_and_a_chunk_never_started_keeps_no_fd(tmp_path):
     """The scan of a whole log begins at ``Chunk.start`` (just before the INSERT: the scanner
     holds the GIL the ALTERs ahead of it wait for), and a chunk sent back before its INSERT
-    closes the descriptor it was given."""
+    holds no descriptor of its own."""
     from app.ingest import chunk
     from app.ingest.openfile import open_log
 
@@ -187,7 +187,7 @@ def test_a_whole_log_is_scanned_only_once_asked_and_a_chunk_never_started_keeps_
     with open_log(logs, "run/metrics.jsonl") as handle:
         size = handle.info.st_size
         unstarted = chunk.whole_file(handle, size, scratch)
-        assert not isinstance(unstarted.scan, chunk.Scan | chunk.Future)  # not begun yet
+        assert unstarted.scan is None  # not begun yet
         unstarted.close()
         started = chunk.whole_file(handle, size, scratch)
         started.start()
