@@ -172,26 +172,35 @@ def _open_fds() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
-def test_a_whole_log_is_scanned_only_once_asked_and_a_chunk_never_started_keeps_no_fd(tmp_path):
+@pytest.mark.parametrize("linked", [False, True], ids=["copy", "link"])
+def test_a_whole_log_is_scanned_only_once_asked_and_a_chunk_never_started_keeps_no_fd(
+        tmp_path, linked):
     """The scan of a whole log begins at ``Chunk.start`` (just before the INSERT: the scanner
     holds the GIL the ALTERs ahead of it wait for), and a chunk sent back before its INSERT
-    holds no descriptor of its own."""
+    holds no descriptor of its own: whether it reads a scratch copy or a hard link to the log,
+    which closing it must leave in place."""
     from app.ingest import chunk
     from app.ingest.openfile import open_log
 
     logs = tmp_path / "logs"
     write_log(logs)
-    scratch = tmp_path / "scratch"
+    scratch, links = tmp_path / "scratch", tmp_path / "links"
     scratch.mkdir()
+    links.mkdir()
+    log_bytes = (logs / "run" / "metrics.jsonl").read_bytes()
     before = _open_fds()
     with open_log(logs, "run/metrics.jsonl") as handle:
         size = handle.info.st_size
-        unstarted = chunk.whole_file(handle, size, scratch)
+        made = [chunk.whole_file(handle, size, scratch, links if linked else None)
+                for _ in range(2)]
+        unstarted, started = made
+        assert [c.source_fd is not None for c in made] == [linked, linked]
         assert unstarted.scan is None  # not begun yet
         unstarted.close()
-        started = chunk.whole_file(handle, size, scratch)
         started.start()
         assert started.result().lines == LINES and started.result().clean
+        assert not started.grew()
         started.close()
     assert _open_fds() == before
-    assert list(scratch.iterdir()) == []
+    assert list(scratch.iterdir()) == [] and list(links.iterdir()) == []
+    assert (logs / "run" / "metrics.jsonl").read_bytes() == log_bytes  # the user's log stays
