@@ -296,10 +296,14 @@ def test_a_screenshot_of_every_page_is_kept(browser, live, artifacts, who):
 def test_a_log_finished_before_the_server_started_says_so_not_stalled(browser, live, artifacts):
     """A TensorBoard file last written half an hour before the server first saw it (issue 20,
     item 4): its page said "Stalled ... no line for 1,800 s"; the log simply ended then."""
-    folder, ago = live.logdir / "tb-finished", 1800.0
-    tensorboard(folder, start=time.time() - ago - STEPS)
-    for path in folder.iterdir():
+    # Written and dated outside the watched folder, then moved in whole (as rsync or mv would
+    # bring it): written in place, the server may read it while it grows, and a log it saw
+    # grow did not finish before it started, whatever its mtime says afterwards.
+    staging, ago = live.logdir.parent / "staging" / "tb-finished", 1800.0
+    tensorboard(staging, start=time.time() - ago - STEPS)
+    for path in staging.iterdir():
         os.utime(path, (time.time() - ago, time.time() - ago))
+    staging.rename(live.logdir / "tb-finished")
     page = browser.new_page(viewport={"width": 1400, "height": 1400})
     try:
         page.goto(f"{live.url}/run?run=tb-finished")
