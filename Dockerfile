@@ -17,6 +17,8 @@ RUN pip install --no-cache-dir -r requirements-app.txt
 COPY app app
 COPY queries queries
 COPY samples samples
+# compiled here, once: a container's every start would compile each module again (0.35 s)
+RUN python -m compileall -q app
 ENV PYTHONUNBUFFERED=1
 EXPOSE 8501
 VOLUME /runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import socket
 import subprocess
@@ -43,6 +44,17 @@ SLOW_FIRST = [
     "tests/app/test_fleet_idle_work.py", "tests/app/test_straggler.py",
     "tests/app/test_alert_clock.py", "tests/app/test_ingest_idle.py",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile our own code once, before any test starts a process. Where
+    PYTHONDONTWRITEBYTECODE is set (this machine, CI's), Python never writes the .pyc it
+    compiles: each of the suite's hundreds of `python -m app` and trainer processes compiled
+    every module of ours it imported again, 0.24 s of an `ingest --once` (0.64 s against
+    0.40 s) and 0.35 s of a server's start. The packages in the venv were compiled by pip."""
+    if not hasattr(config, "workerinput"):  # xdist's controller, or a run without it
+        for folder in ("app", "trainer", "cliffwatch", "bench"):
+            compileall.compile_dir(ROOT / folder, quiet=1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
-
 from .targets import redact
+
+if TYPE_CHECKING:  # imported by the delivery threads that send: not at the server's start
+    import httpx
 
 ERROR_MAX = 500  # characters of an error or answer body kept in `deliveries.error`
 SECRET_PART_MIN = 6  # path parts this long are tokens or ids: scrubbed wherever they appear
@@ -39,6 +41,8 @@ class Answer:
 
 def post(client: httpx.Client, url: str, body: bytes, key: str) -> Answer:
     """POST ``body`` (JSON) once; never raises for what the network or the webhook does."""
+    import httpx
+
     started = time.monotonic()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     try:

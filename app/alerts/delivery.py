@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import duckdb
-import httpx
 import orjson
 
 from ..db import queries
@@ -208,6 +207,8 @@ class Lane:
                                        name=f"cliffwatch-deliver-{target.id}")
 
     def _loop(self) -> None:
+        import httpx  # 0.1 s of imports, here in this thread: not before the server answers
+
         settings = self.worker.settings
         client = (httpx.Client(timeout=settings.webhook_timeout, follow_redirects=False)
                   if self.target.url else None)

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from ..background import Background
-from ..diagnose.detect import Watch
-from .engine import Engine
+from ..diagnose.rules import Watch
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 log = logging.getLogger("cliffwatch.alerts")
 TICK_S = 1.0  # timer-driven rules (stall) are judged at least this often
@@ -44,13 +47,19 @@ class AlertWorker(Background):
             self.wake.wait(wait)
             self.wake.clear()
 
+    def _engine(self) -> Engine:
+        # imported here, in this thread: the engine's pandas (a third of a second of one
+        # core) loads while the server already answers, not before it does (issue 23)
+        from .engine import Engine
+
+        return Engine(self.db, self.rules, self.target_ids, self.watch, self.clock)
+
     def _pass(self) -> bool:
         if self.reopened():
             self.engine = None  # its states and marks are read again from the tables
         try:
             if self.engine is None:  # built in this thread: its cursor is this thread's
-                self.engine = Engine(self.db, self.rules, self.target_ids, self.watch,
-                                     self.clock)
+                self.engine = self._engine()
             queued = self.engine.evaluate(self.clock())
         except Exception as exc:  # the thread must go on
             self.engine = None  # rebuilt from the database at the next pass

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 
 import bottleneck as bn
 import numpy as np
-import pandas as pd
 
-from ..diagnose.detect import NONFINITE, NOT_METRICS
+from ..diagnose.rules import NONFINITE, NOT_METRICS
 from ..ingest.columns import fold
 from . import lifecycle
 from .fields import (
@@ -40,6 +39,8 @@ from .fields import (
 from .state import ACTIVE, PassWrites, json_number
 
 if TYPE_CHECKING:  # rules.py builds Rule from the types declared here
+    import pandas as pd  # a frame is handed in: the server's start never waits for pandas
+
     from .rules import Rule
 
 COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..db import queries
 from ..ingest.formats import detect
 from ..keys import ELAPSED_S, NOT_METRICS, TIME
-from .detect import Watch
+from .rules import Watch
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,13 @@ from .coverage import Look, Unread
 from .detect import Incident, severity_of
 from .diagnosis import severity
 from .evidence import split
+from .rules import KEYS
 
 UNREAD_EXIT = 3  # diagnose's exit status when a log of a run it reports on was not read
 MISSED_EXIT = (f"Exit status {UNREAD_EXIT}: a log of a run reported on was not read; fix or "
                "remove the file, or diagnose the run's other logs alone.\n")
 NOTHING = ("no stalls, spikes, divergences, cliffs, non-finite values, frozen losses, crashes "
            "or stragglers")  # what "No incidents" means, said of a scope or of clean runs
-KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
-        "evidence")
 
 
 def as_dict(incident: Incident) -> dict:

@@ -73,6 +73,11 @@ SQL_PARAMS = {  # the named queries' threshold parameters, from the rules above
 }
 
 
+# an incident's JSON shape (diagnose --json, /api/incidents), in this order
+KEYS = ("run", "kind", "metric", "step", "end_step", "worst_step", "value", "baseline", "causes",
+        "evidence")
+
+
 @dataclass
 class Incident:
     run: str

@@ -6,11 +6,13 @@ when it stops, so a restarted server judges only what was stored since."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from ..background import Background
-from . import marks
-from .detect import Watch
-from .diagnosis import LiveDiagnosis
+from .rules import Watch
+
+if TYPE_CHECKING:
+    from .diagnosis import LiveDiagnosis
 
 log = logging.getLogger("cliffwatch.diagnose")
 IDLE_S = 2.0  # look again this often even without new rows (a missed wake-up costs nothing)
@@ -27,6 +29,11 @@ class DiagnosisWorker(Background):
         super().__init__("cliffwatch-diagnose", db)
 
     def _loop(self) -> None:
+        # imported here, in this thread: the diagnosis's pandas (a third of a second of one
+        # core) loads while the server already answers, not before it does (issue 23)
+        from . import marks
+        from .diagnosis import LiveDiagnosis
+
         while not self.stopping:
             if self.reopened():  # resumed from the stored marks, as after a restart
                 self.live = None

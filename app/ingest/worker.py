@@ -79,7 +79,6 @@ class IngestWorker:
 
     def follow(self) -> None:
         """Watch the folders and tick in this worker's thread, after ``catch_up``."""
-        pa.array([0.0])  # pyarrow imports pandas on first use (0.3 s): not in a live tick
         self.watching.start()
         self.activity.everything()  # what changed before the watches were set: one full look
         self.wake.set()
@@ -119,6 +118,9 @@ class IngestWorker:
         return max(0.0, time.time() - self.tailer.last_caught_up)
 
     def _loop(self) -> None:
+        # pyarrow imports pandas on its first array (0.3 s of one core): here, before the
+        # first live tick, and not in the server's thread, which answers meanwhile (issue 23)
+        pa.array([0.0])
         cpu = (time.thread_time(), time.monotonic(), self.ticks)
         while not self.stop_flag:
             self.wake.wait(self.settings.tick_interval)

@@ -9,11 +9,13 @@ the firings the Run page marks (what changes them is app/alerts/actions.py's)::
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..alerts import overview as overview_mod
 from ..alerts.overview import active_rules, active_targets
-from .markers import markers
+
+if TYPE_CHECKING:  # the API's answers need no pandas: the server starts without it
+    import pandas as pd
 
 
 def overview(state) -> dict:
@@ -34,6 +36,8 @@ def test_results(state, nid: int) -> list[dict]:
 def firings(cursor, run: str, *, lo: int | None = None, hi: int | None = None,
             x: str = "step") -> pd.DataFrame:
     """The run's alert firings as markers (kind "alert"): the same rows markers() holds."""
+    from .markers import markers  # pandas: the pages' import, not the API's
+
     found = markers(cursor, run, lo=lo, hi=hi, x=x)
     return found[found["kind"] == "alert"].reset_index(drop=True)
 

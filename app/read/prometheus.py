@@ -33,7 +33,6 @@ from ..alerts.fields import KINDS
 from ..db import queries
 from ..diagnose.rules import Watch
 from . import system
-from .runs import TAIL_LINES
 from .tiles import columns
 
 PREFIX = "cliffwatch_"
@@ -124,6 +123,8 @@ def newest_values(cursor, settings, rows: list[tuple],
     """{file id: {metric: newest value}} of the exported runs' newest metrics files: from the
     ``TAIL_LINES`` rowids ending at each file's newest line (the Runs page's window), over
     what an earlier scrape found (a metric logged rarely keeps its value)."""
+    from .runs import TAIL_LINES  # the Runs page's reader imports pandas: not at start-up
+
     known, seen = anchors.known  # one view, whatever a scrape running beside this one does
     marks = {file: after for _, _, _, file, _, after in rows if file is not None}
     names = exported(columns(cursor), settings) if marks else []

@@ -18,12 +18,15 @@ and ``families`` the Prometheus gauges of each exported run's newest sample::
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from prometheus_client.core import GaugeMetricFamily
 
 from ..db import queries
 from . import frame
+
+if TYPE_CHECKING:  # /metrics needs no pandas: the server starts without it
+    import pandas as pd
 
 POINTS = 500  # buckets per series: a chart's width in pixels, about
 CHARTS = ("utilisation %", "memory GiB", "disk MB/s")  # the panel's charts, in its order

@@ -30,7 +30,7 @@ from starlette.routing import Route
 from ..db import queries
 from ..db.readonly import SqlResult, jsonable, run_readonly
 from ..diagnose import coverage
-from ..diagnose.report import KEYS as INCIDENT_KEYS
+from ..diagnose.rules import KEYS as INCIDENT_KEYS
 from ..errors import CliffwatchError
 from ..read.known_runs import unknown_run
 from ..read.named import named

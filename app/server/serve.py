@@ -113,6 +113,20 @@ def quieter_streamlit_polling() -> None:
     polling_path_watcher._POLLING_PERIOD_SECS = 5.0
 
 
+def no_component_scan() -> None:
+    """Streamlit's runtime reads every installed package's metadata at start, on the server's
+    thread, looking for custom components (0.1 s of one core among 97 packages, more in a
+    training environment's hundreds); our pages use none (issue 23: start to first chart).
+    ``discover_and_register_components`` is Streamlit's own method:
+    tests/app/test_requirements.py fails if an upgrade renames it."""
+    from streamlit.components.v2.component_manager import BidiComponentManager
+
+    def nothing_to_discover(self, *, start_file_watching: bool = True) -> None:
+        return None
+
+    BidiComponentManager.discover_and_register_components = nothing_to_discover
+
+
 def nodelay_sockets() -> None:
     """TCP_NODELAY on every connection the server accepts. Streamlit binds its listening
     socket as ``socket.socket(family)``, whose proto is 0, and asyncio sets TCP_NODELAY only
@@ -177,6 +191,7 @@ def serve(logdir: Path, db: Path | None, host: str, port: int, poll: bool, setti
                     first=first)
         sys.argv[0] = str(DASHBOARD)  # st.App.run() treats argv[0] as the app's script
         quieter_streamlit_polling()
+        no_component_scan()
         nodelay_sockets()
         app.run(config=_streamlit_config(host, port, guard))
 
