@@ -24,8 +24,9 @@ import re
 from collections.abc import Iterable
 
 from ...keys import EVENT
+from ...lazy import LazyModule
 from ..parse import BOM, decode
-from . import csvlog, llmc, system, textlog, tfrecord
+from . import csvlog, llmc, system, textlog
 from .keymap import KeyMap
 from .keys import STEP_ALIASES
 
@@ -36,6 +37,8 @@ LLMC = "llmc"  # what text logs were called when only llm.c's were read: files s
 FOREIGN = frozenset({JSONL, HF_STATE, TFEVENTS, TEXT, LLMC, CSV})  # formats that are not v1
 TEXT_SUFFIXES = (".log", ".txt", ".out")  # tee'd stdout, records, SLURM's slurm-<job>.out
 PENDING = "pending"
+# its framing is numpy's: only a folder holding an event file imports it (app/lazy.py)
+tfrecord = LazyModule("app.ingest.formats.tfrecord")
 NOT_YET = "not a log yet"  # PENDING's reason for a text file with no log line so far
 V1_NAMES = {"metrics.jsonl": METRICS, "events.jsonl": EVENTS, "run.json": RUN_META,
             system.NAME: SYSTEM}
