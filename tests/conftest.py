@@ -89,7 +89,11 @@ class Server:
             [sys.executable, *head, "serve", "--logdir", str(logdir), "--port",
              str(self.port), *extra], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self._wait()
+        try:
+            self._wait()
+        except BaseException:  # a server that never answered is not left running
+            self.stop()
+            raise
 
     def _wait(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

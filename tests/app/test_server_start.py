@@ -14,13 +14,16 @@ import sys
 from app.server import serve
 from tests.conftest import ROOT, free_port
 
-# `serve` itself, up to the moment Streamlit would start answering: there it says what was
-# imported, and stops
+# `serve` itself, up to the moment Streamlit would start answering: there it waits for the
+# catch-up, says what was imported, and stops
 UP_TO_RUN = """
-import sys
+import sys, threading
 from streamlit.web.server.starlette import starlette_app
 
 def imported(self, **kwargs):
+    for thread in threading.enumerate():  # the database closes once no statement runs on it
+        if thread.name == "cliffwatch-catch-up":
+            thread.join(60)
     print(sorted(m for m in ("pandas", "httpx", "app.diagnose.detect", "app.alerts.engine")
                  if m in sys.modules))
     raise SystemExit(0)
