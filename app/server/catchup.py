@@ -1,9 +1,11 @@
 """The server's first catch-up, begun before the web stack is imported (issue 23).
 
-Importing Streamlit, pandas and the server's workers takes most of a second of one core, and
-holds the GIL; DuckDB reads the logs without it. So ``serve`` opens the database, starts the
-ingest worker's first tick in this thread, and only then imports the rest. The lifespan waits
-for the tick before the server answers, as it waited for the tick it ran itself before::
+Importing Streamlit and the server's workers takes most of a second of one core, and holds
+the GIL; DuckDB reads the logs without it. (pandas, a third of a second more, is imported
+later by the threads that need it, once the server answers: tests/app/test_server_start.py.)
+So ``serve`` opens the database, starts the ingest worker's first tick in this thread, and
+only then imports the rest. The lifespan waits for the tick before the server answers, as it
+waited for the tick it ran itself before::
 
     with CatchUp(worker) as first:   # worker.catch_up() runs in a thread from here
         app = build(...)              # Streamlit imports meanwhile

@@ -35,7 +35,8 @@ from .catchup import CatchUp
 from .guard import LOGOUT, Guard, is_loopback
 
 # Only what opens the database and starts the first catch-up is imported above: the web
-# stack, pandas and the other workers are imported while it runs (catchup.py).
+# stack and the other workers are imported while it runs (catchup.py); pandas and httpx only
+# by the workers' own threads, once the server answers.
 DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "main.py"
 log = logging.getLogger("cliffwatch.server")
 
