@@ -17,7 +17,8 @@ demo: $(STAMP)
 
 # three workers on 2 cores, each file's tests on one of them (module-scoped servers stay
 # shared): the suite waits on servers, browsers and trainers as much as it computes, and a third
-# worker computes while two wait (2026-12-03, clean clones: 750 s with 2, 607 s with 3). Files
+# worker computes while two wait (2026-12-03, clean clones, pairs run one after the other:
+# 666-750 s with 2, 607-658 s with 3). Files
 # go in tests/conftest.py's order, the slowest first (not xdist's: the most tests first).
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder

@@ -14,13 +14,13 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..lazy import LazyModule
 from .targets import redact
 
-if TYPE_CHECKING:  # imported by the delivery threads that send: not at the server's start
-    import httpx
+# imported at the first send, in a delivery thread: not before the server answers (issue 23)
+httpx = LazyModule("httpx")
 
 ERROR_MAX = 500  # characters of an error or answer body kept in `deliveries.error`
 SECRET_PART_MIN = 6  # path parts this long are tokens or ids: scrubbed wherever they appear
@@ -41,8 +41,6 @@ class Answer:
 
 def post(client: httpx.Client, url: str, body: bytes, key: str) -> Answer:
     """POST ``body`` (JSON) once; never raises for what the network or the webhook does."""
-    import httpx
-
     started = time.monotonic()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     try:

@@ -43,10 +43,12 @@ import orjson
 from ..db import queries
 from ..db.database import DatabaseLost
 from ..errors import CliffwatchError
+from ..lazy import LazyModule
 from . import alertmanager, webhook
 from .answer import Answer, post, scrub
 from .targets import LOG, Target, targets
 
+httpx = LazyModule("httpx")  # at a lane's first client, in its thread: not at start (issue 23)
 log = logging.getLogger("cliffwatch.alerts")
 IDLE_S = 5.0  # look at the outbox this often without a poke: every commit of outbox rows
 # pokes, and a poke during a turn is seen by the next wait, so this is only a backstop
@@ -207,8 +209,6 @@ class Lane:
                                        name=f"cliffwatch-deliver-{target.id}")
 
     def _loop(self) -> None:
-        import httpx  # 0.1 s of imports, here in this thread: not before the server answers
-
         settings = self.worker.settings
         client = (httpx.Client(timeout=settings.webhook_timeout, follow_redirects=False)
                   if self.target.url else None)
