@@ -29,6 +29,7 @@ import copy
 import os
 import shutil
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,13 +77,13 @@ def candidates(states) -> list[FileState]:
 
 
 def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scratch: Path,
-          budget: int = GROUP_BYTES) -> int:
+          budget: int = GROUP_BYTES, halt: threading.Event | None = None) -> int:
     """Store the logs that qualify, a group of at most ``budget`` bytes (and GROUP_BYTES) to
     a transaction; returns rows committed. A file not committed is left as it was, for the
     tailer to read alone. If a COMMIT raises (it may still have committed), store.Uncertain
     names its files (the tailer reads their rows back from ``files`` first). Called every
     tick, with or without files (a success ends the tailer's backoff of KEY, and what health
-    says of it)."""
+    says of it). ``halt`` set: no further group is begun (the files left are read later)."""
     if len(files) < MIN_FILES:
         return 0
     rows = 0
@@ -92,6 +93,8 @@ def store(db_store: Store, root: Path, files: list[tuple[FileState, str]], scrat
         groups = _groups(root, files, min(budget, GROUP_BYTES, room(scratch)))
         ahead = reader.submit(next, groups, None)
         while (group := ahead.result()) is not None:
+            if halt is not None and halt.is_set():
+                break
             ahead = reader.submit(next, groups, None)
             rows += _store_group(db_store, group, scratch)
     return rows

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -75,6 +76,9 @@ class Tailer:
         self.last_caught_up = time.time()
         self.pending_partial = 0  # files ending in an unfinished line after the last tick
         self.behind = False  # some file had more to read than one tick's budget
+        # set from another thread (a Ctrl-C while the server's first catch-up runs): the tick
+        # ends at the next transaction's edge, with what it committed kept
+        self.halt = threading.Event()
 
     def tick(self, discover: bool = False, changes: Changes | None = None) -> int:
         """Read what is new, up to one budget per file: in every file, or given ``changes``
@@ -95,6 +99,9 @@ class Tailer:
         rows += self._store_new(states)  # new logs many to a transaction (batch.py)
         self.schedule.busy = set()
         for state in states:
+            if self.halt.is_set():
+                behind = True  # the rest is read by the next start
+                break
             if state.kind not in together.KINDS or self.held.full():
                 rows, caught_up = self._store_held(rows, caught_up)  # it may ask of theirs
             seen = (state.offset, state.mtime, state.state)
@@ -158,7 +165,7 @@ class Tailer:
                  if s.path not in retry.unsure and s.path not in retry.shrunk
                  and retry.backoff.due(s.path)]
         rows = retry.attempt(batch.KEY, batch.store, self.store, self.root, ready,
-                             self.scratch, self.reads.chunk) or 0
+                             self.scratch, self.reads.chunk, self.halt) or 0
         for state, _ in ready:
             if state.offset:  # stored: followed as the loop's files that grew are
                 self.schedule.grew(state)

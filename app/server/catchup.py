@@ -10,12 +10,14 @@ waited for the tick it ran itself before::
     with CatchUp(worker) as first:   # worker.catch_up() runs in a thread from here
         app = build(...)              # Streamlit imports meanwhile
         ...                           # in the lifespan:
-        first.wait()                  # the tick's own error, if it raised one
-        worker.follow()
+        if first.wait():              # the tick's own error, if it raised one; False: a
+            worker.follow()           # Ctrl-C halted it, and the server stops
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 
 from ..ingest.worker import IngestWorker
@@ -34,18 +36,56 @@ class CatchUp:
         except BaseException as exc:  # raised again in the lifespan, where the tick ran before
             self.error = exc
 
-    def wait(self) -> None:
-        self.thread.join()
+    def wait(self) -> bool:
+        """Wait for the tick; False if a Ctrl-C or SIGTERM stopped it early. The web server
+        (uvicorn) takes those signals as its own from App.run on, and waits for the lifespan's
+        start before it stops: without this, a Ctrl-C did nothing until the whole catch-up was
+        read (minutes on a big folder). The tick ends at its next transaction's edge; what it
+        committed is kept and the next start reads on."""
+        with _signals_halt(self.worker.tailer.halt):
+            self.thread.join()
         if self.error is not None:
             raise self.error
+        return not self.worker.tailer.halt.is_set()
 
     def __enter__(self) -> CatchUp:
         self.thread.start()
         return self
 
     def __exit__(self, kind, exc, trace) -> None:
-        # a mistake found meanwhile (the alert rules) waits for the tick: the database is
-        # closed only once no statement runs on it. Ctrl-C does not wait: closing the
-        # database interrupts the statement, and an uncommitted tick stores nothing
-        if kind is None or issubclass(kind, Exception):
-            self.thread.join()
+        # the database is closed only once no statement runs on it: a mistake found meanwhile
+        # (the alert rules) waits for the tick; a Ctrl-C before the web server took the
+        # signals halts it at its next transaction's edge first (closing the database under
+        # a running statement could abort the process inside DuckDB). A second Ctrl-C here
+        # does not wait.
+        if kind is not None and not issubclass(kind, Exception):
+            self.worker.tailer.halt.set()
+        self.thread.join()
+
+
+@contextlib.contextmanager
+def _signals_halt(halt: threading.Event):
+    """While inside, SIGINT and SIGTERM set ``halt`` and then go to the handler they had
+    (uvicorn's, which records them and stops the server once its start is over)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread (a test's in-process server)
+        return
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    before = {sig: h for sig, h in before.items() if h not in (signal.SIG_IGN, None)}
+
+    def handler(sig, frame):
+        halt.set()
+        previous = before[sig]
+        if callable(previous):  # uvicorn's, or Python's KeyboardInterrupt
+            previous(sig, frame)
+        else:  # SIG_DFL: what the signal would have done
+            signal.signal(sig, previous)
+            signal.raise_signal(sig)
+
+    for sig in before:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, previous in before.items():
+            signal.signal(sig, previous)

@@ -63,7 +63,15 @@ def build(db_path: Path, settings, *, url: str, guard: Guard, rules: tuple[list,
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
-        first.wait()  # the first tick: the server answers once every file had its budget
+        # the first tick: the server answers once every file had its budget
+        if not first.wait():  # a Ctrl-C meanwhile: uvicorn stops as soon as this returns
+            log.warning("stopped during the first catch-up; what it read is "
+                        "stored, and the next start reads on from there")
+            try:
+                yield None
+            finally:
+                monitor.close()
+            return
         worker.follow()
         diagnosis = DiagnosisWorker(monitor.db, settings)
         worker.listeners.append(diagnosis.poke)
