@@ -57,9 +57,14 @@ class Background:
         """Something changed (called from other threads; never blocks them)."""
         self.wake.set()
 
-    def stop(self) -> None:
+    def stop_soon(self) -> None:
+        """Ask the loop to end after its pass, without waiting (the server asks every worker
+        first, then waits for each: they wind down together, not one after another)."""
         self.stopping = True
         self.wake.set()
+
+    def stop(self) -> None:
+        self.stop_soon()
         self.thread.join(timeout=10)
 
     def reopened(self) -> bool:
@@ -74,7 +79,10 @@ class Background:
     def failed(self, exc: Exception) -> None:
         """A pass failed: said once per episode (with a traceback only when the failure is
         not the database's, i.e. a bug), then only counted (issue 18 saw 140 tracebacks in
-        10 s while the disk was full)."""
+        10 s while the disk was full). A pass cut short by the server's stop (its statement
+        interrupted, the database closed) is no failure: nothing is retried."""
+        if self.stopping:
+            return
         if self.db is not None:
             self.db.suspect(exc)  # an invalidated database: its keeper looks at once
         if isinstance(exc, DatabaseLost):  # the database says why, once, for every worker

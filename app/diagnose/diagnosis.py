@@ -271,6 +271,7 @@ class LiveDiagnosis:
         self.stored: dict[tuple, tuple] = {}  # incident -> the causes this process stored
         self.dirty: set[str] = set()  # runs whose state changed since the marks were saved
         self.saved_at = -math.inf  # time.monotonic() of the last save
+        self.stopping = lambda: False  # the worker's: a long first pass ends between steps
         self.looked: set[str] | None = None  # runs whose stored state was read (None: the
         # marks were not read, so no state is either)
         if resume:
@@ -332,7 +333,7 @@ class LiveDiagnosis:
             table = self._new_lines(cursor, stop)
             changed += self._judge(cursor, table, upto_event)
             self.last_line = stop  # only now: a failed tick reads the same lines again
-            if stop >= upto:
+            if stop >= upto or self.stopping():  # the server stops: the next start reads on
                 return changed
 
     def _new_lines(self, cursor, stop: int) -> pa.Table | None:

@@ -38,13 +38,16 @@ class DiagnosisWorker(Background):
             if self.reopened():  # resumed from the stored marks, as after a restart
                 self.live = None
             try:
-                self.live = self.live or LiveDiagnosis(self.db, self.watch, resume=True)
+                if self.live is None:
+                    self.live = LiveDiagnosis(self.db, self.watch, resume=True)
+                    self.live.stopping = lambda: self.stopping
                 changed = self.live.update()
                 self.live.save()
             except marks.StateRefused as exc:  # judged from the start; the incidents found
                 # again are stored in place
                 log.warning("live diagnosis: %s; judging every run from the start", exc)
                 self.live, changed = LiveDiagnosis(self.db, self.watch), 0
+                self.live.stopping = lambda: self.stopping
             except Exception as exc:  # the thread must go on
                 self.failed(exc)
                 changed = 0

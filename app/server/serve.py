@@ -99,6 +99,8 @@ def build(db_path: Path, settings, *, url: str, guard: Guard, rules: tuple[list,
         finally:
             serverfile.remove(db_path)
             state.set_current(None)
+            for background in (diagnosis, tiles, alerts):
+                background.stop_soon()
             worker.stop()
             diagnosis.stop()
             tiles.stop()
