@@ -16,6 +16,7 @@ import duckdb
 import httpx
 
 from app import settings as settings_mod
+from app.diagnose import diagnosis as diagnosis_mod
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis, diagnose
 from app.diagnose.worker import DiagnosisWorker
@@ -163,3 +164,25 @@ def test_a_stored_state_naming_another_class_is_refused_and_every_run_judged_aga
     assert "judging every run from the start" in caplog.text
     assert b"Gadget" not in zlib.decompress(state)  # stored anew, judged from the start
     assert {row[:4] for row in before} <= {row[:4] for row in after}
+
+
+def test_a_first_pass_stopped_between_steps_resumes_to_what_a_full_judge_finds(tmp_path,
+                                                                               monkeypatch):
+    """A server stopped during its first judge of a long history ends the pass between two
+    steps of MAX_LINES line ids (the worker's stop, d9abac2), stores its marks, and the next
+    start judges on from there to the incidents a whole judge finds."""
+    monkeypatch.setattr(diagnosis_mod, "MAX_LINES", 1000)  # the seed's 2,230 lines: 3 steps
+    part, full = tmp_path / "part" / "logs", tmp_path / "full" / "logs"
+    for logs in (part, full):
+        shutil.copytree(SAMPLES / "seed-cliff", logs / "seed-cliff")
+    with Monitor.open(part, settings_mod.resolve()) as monitor:
+        monitor.tailer.catch_up()
+        live = LiveDiagnosis(monitor.db, Watch())
+        live.stopping = lambda: True  # asked to stop before the pass began
+        live.update()
+        assert live.last_line == 999  # one step judged, not the whole history
+        live.save(force=True)
+    assert read(part, "SELECT last_line FROM diagnosis_marks")[0][0] == 999
+    _, resumed = judged(part, resume=True)
+    assert resumed == judged(full, resume=False)[1]
+    assert {(kind, step) for _, kind, _, step, *_ in resumed} >= {("cliff", 4231)}
