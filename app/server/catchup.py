@@ -16,7 +16,6 @@ waited for the tick it ran itself before::
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
 
@@ -42,11 +41,17 @@ class CatchUp:
         start before it stops: without this, a Ctrl-C did nothing until the whole catch-up was
         read (minutes on a big folder). The tick ends at its next transaction's edge; what it
         committed is kept and the next start reads on."""
-        with _signals_halt(self.worker.tailer.halt):
+        halt = self.worker.tailer.halt
+        if _server_stopping():  # a signal uvicorn took before this wait began
+            halt.set()
+        before = _chain(halt)
+        try:
             self.thread.join()
+        finally:
+            _restore(before)
         if self.error is not None:
             raise self.error
-        return not self.worker.tailer.halt.is_set()
+        return not halt.is_set()
 
     def __enter__(self) -> CatchUp:
         self.thread.start()
@@ -63,20 +68,26 @@ class CatchUp:
         self.thread.join()
 
 
-@contextlib.contextmanager
-def _signals_halt(halt: threading.Event):
-    """While inside, SIGINT and SIGTERM set ``halt`` and then go to the handler they had
-    (uvicorn's, which records them and stops the server once its start is over)."""
+def _server_stopping() -> bool:
+    """Whether the SIGINT handler in place is uvicorn's and has recorded a signal."""
+    owner = getattr(signal.getsignal(signal.SIGINT), "__self__", None)
+    return bool(getattr(owner, "should_exit", False))
+
+
+def _chain(halt: threading.Event) -> dict:
+    """SIGINT and SIGTERM set ``halt``, then go to the handler they had (uvicorn's, which
+    records them and stops the server once its start is over; or Python's); returns the
+    handlers replaced, for ``_restore``. Nothing outside the main thread (a test's
+    in-process server), where signal handlers cannot be set."""
     if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread (a test's in-process server)
-        return
+        return {}
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     before = {sig: h for sig, h in before.items() if h not in (signal.SIG_IGN, None)}
 
     def handler(sig, frame):
         halt.set()
         previous = before[sig]
-        if callable(previous):  # uvicorn's, or Python's KeyboardInterrupt
+        if callable(previous):
             previous(sig, frame)
         else:  # SIG_DFL: what the signal would have done
             signal.signal(sig, previous)
@@ -84,8 +95,9 @@ def _signals_halt(halt: threading.Event):
 
     for sig in before:
         signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, previous in before.items():
-            signal.signal(sig, previous)
+    return before
+
+
+def _restore(before: dict) -> None:
+    for sig, previous in before.items():
+        signal.signal(sig, previous)

@@ -33,6 +33,12 @@ def _folder(logdir) -> None:
             for s in range(LINES)))
 
 
+def _hear_sigint() -> None:
+    # a shell running the suite in the background (`make test &`) gives its children SIGINT
+    # ignored, and Python then keeps it ignored: the server must start as a terminal's would
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _counts(db) -> tuple[int, int, int]:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -49,7 +55,7 @@ def test_ctrl_c_during_the_first_catch_up_stops_soon_and_loses_nothing(tmp_path)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--logdir", str(logdir),
                              "--port", str(free_port())], cwd=ROOT, env=env,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_hear_sigint)
     seen = []
     for line in proc.stderr:  # printed once the catch-up runs, before Streamlit imports
         seen.append(line)
