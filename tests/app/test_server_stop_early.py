@@ -56,16 +56,21 @@ def test_ctrl_c_during_the_first_catch_up_stops_soon_and_loses_nothing(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--logdir", str(logdir),
                              "--port", str(free_port())], cwd=ROOT, env=env,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_hear_sigint)
-    seen = []
-    for line in proc.stderr:  # printed once the catch-up runs, before Streamlit imports
-        seen.append(line)
-        if "dashboard and API at" in line:
-            break
-    time.sleep(1.0)  # past Streamlit's import, as a person's Ctrl-C usually is
-    proc.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    _, out = proc.communicate(timeout=60)
-    took = time.monotonic() - sent
+    try:
+        seen = []
+        for line in proc.stderr:  # printed once the catch-up runs, before Streamlit imports
+            seen.append(line)
+            if "dashboard and API at" in line:
+                break
+        time.sleep(1.0)  # past Streamlit's import, as a person's Ctrl-C usually is
+        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, out = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:  # it did not hear the signal: not left running after the test
+            proc.kill()
+            proc.wait()
     said = "".join(seen) + out
     assert proc.returncode == 130, said
     assert "the database is closed" in said
