@@ -152,6 +152,8 @@ def firing_facts(rule: Rule, quiet: Quiet, budget: Budget, now: float) -> dict:
     # the figures of the message's fields (webhook.number): "88.23 s" in both, never 88 next
     # to 88.23
     silence, allowed = number(silent, "s"), number(budget.seconds, "s")
+    if silent >= 3600:  # 11105 s is a figure; a person woken by it reads hours
+        silence += f", about {format_duration(60 * round(silent / 60))}"
     if point is not None:
         summary = (f"checkpoint at step {point['step']} has not ended: no new line for "
                    f"{silence} (checkpoint budget {allowed})")

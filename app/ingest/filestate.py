@@ -43,15 +43,30 @@ class FileState:
 
 
 def grown(state: FileState, mtime: float, now: float | None = None) -> float:
-    """``grew_at`` for a read of ``state``'s file that found it at ``mtime``: now (the
-    monitor's clock) when the file changed since its last commit; on its first read (history
-    found at start-up) its mtime, never later than now; else as it was (the rest of a long
-    catch-up). A file server's clock is no clock of ours: a file dated in the future never
+    """``grew_at`` for a read of ``state``'s file that found it at ``mtime``: on its first
+    read (history found at start-up) its mtime, never later than now; unchanged since its last
+    commit, as it was (the rest of a long catch-up); else when the monitor last saw it grow,
+    moved on by what the file's own clock says passed since (``after_last``), never later
+    than now. A file server's clock is no clock of ours: a file dated in the future never
     looked quiet, and one dated 2 h back looked like history while it grew (issue 18)."""
     now = time.time() if now is None else now
     if state.grew_at is None:
         return min(mtime, now)
-    return now if mtime != state.mtime else state.grew_at
+    if mtime == state.mtime:
+        return state.grew_at
+    return after_last(state, mtime, now)
+
+
+def after_last(state: FileState, mtime: float, now: float) -> float:
+    """When new bytes were written, by our clock: the last growth we saw plus the file's own
+    time since then (a difference of the file's clock: its skew cancels out). Lines written
+    just after a server stopped, read by the next start hours later, are that old, not new: a
+    run silent since then stalled then. Now where the two cannot be compared: the
+    last growth was dated by the file's clock (its first read, grew_at == mtime) or the
+    file's clock went back (a copy over it)."""
+    if state.mtime is None or state.grew_at == state.mtime or mtime < state.mtime:
+        return now
+    return min(now, state.grew_at + (mtime - state.mtime))
 
 
 def adopt(state: FileState, new: FileState) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -141,3 +142,48 @@ def test_history_read_in_many_chunks_keeps_its_date_and_a_new_line_is_dated_now(
         assert started <= grew_at <= time.time()
     finally:
         monitor.close()
+
+
+def test_lines_written_while_no_server_ran_are_dated_by_their_file_not_by_the_next_start(
+        tmp_path, hook):
+    """The demo's page: a run whose last lines came while no server watched (written just
+    after a stop, then silent while the monitor was down) was dated by the next start's
+    clock, so its stall fired a budget after that start saying "no new line for 100 s" of a
+    run silent for hours. The file's own clock between two reads (skew cancels out) dates
+    them: the stall fires at the start, with the silence since the last line."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "alerts.toml").write_text(RULES.replace(f'"{BUDGET_S:g}s"', '"4s"'))
+    path, done = logs / "downtime" / "metrics.jsonl", threading.Event()
+    writer = threading.Thread(target=lambda: write_until(path, done))
+    first = Server(logs, "--webhook", hook.url, "--webhook-format", "generic")
+    try:
+        writer.start()
+
+        def met():  # the rules know the run, live (not history): its silence will be a stall
+            got = first.sql("SELECT history_step FROM alert_progress WHERE run = 'downtime'")
+            return got.status_code == 200 and got.json()["rows"]
+
+        assert wait_for(met, timeout=15, interval=0.2) == [[None]]
+    finally:
+        first.stop()  # lines go on coming for a second while no server runs
+    time.sleep(1.0)
+    done.set()
+    writer.join()
+    last_line = path.stat().st_mtime
+    time.sleep(6.0)  # the monitor is down; the run has stopped
+    started = time.time()
+    second = Server(logs, "--webhook", hook.url, "--webhook-format", "generic")
+    try:
+        fired = wait_for(lambda: stalls(hook, "downtime"), timeout=20, interval=0.2)[0]
+        assert fired.json()["value"] >= started - last_line  # silent since its last line
+        assert fired.time < started + 4.0 + 10.0  # not a budget after the start's read
+    finally:
+        second.stop()
+
+
+def write_until(path: Path, done: threading.Event) -> None:
+    step = 0
+    while not done.is_set():
+        step += 1
+        append(path, [step], skew_s=0.0, every_s=0.2)

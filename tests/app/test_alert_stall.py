@@ -70,6 +70,18 @@ def test_stall_with_min_5s_fires_and_resolves_when_lines_come_back(bench):
                                       ("firing", "resolved", 52)]
 
 
+def test_a_silence_of_hours_is_said_in_hours_beside_its_figure(bench):
+    """A run that died while no server watched pages at the next start with hours of
+    silence: "11105 s" alone made the reader do the sum."""
+    b = bench([STALL])
+    b.write("r", *lines(1, 50))
+    b.step()
+    b.step(last_write(b, "r") + 3 * 3600 + 5 * 60 + 5)
+    (firing,) = b.notes()
+    assert firing["facts"]["summary"].startswith(
+        "no new line for 11105 s, about 3h5m (budget 5 s: 10x the typical")
+
+
 def test_budget_adapts_to_the_runs_interval(bench):
     b = bench([STALL])
     b.write("r", *lines(1, 30, gap_s=2.0))  # 10 x 2 s = 20 s > min 5 s
