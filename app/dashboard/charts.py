@@ -385,11 +385,11 @@ def _quick_x(rows: pd.DataFrame, numeric: list) -> tuple[pd.Series, str, str, li
 def selected_steps(zoom: dict, frame: pd.DataFrame, x: str = "step") -> tuple[int, int] | None:
     """The step range (inclusive) under a "zoom" brush, as the URL's from/to want it.
 
-    `zoom` is what st.altair_chart returns for the brush: {"x": [a, b]} in the axis unit
+    `zoom` is what st.altair_chart returns for the brush: {field: [a, b]} in the axis unit
     (milliseconds for x="time"), {} when cleared. For elapsed and time, the steps are those
     of the rows of `frame` (a series frame) the brush covers."""
-    extent = (zoom or {}).get("x")
-    if not extent or len(extent) != 2:
+    extent = _brushed(zoom)
+    if extent is None:
         return None
     a, b = sorted(float(pd.Timestamp(v).value / 1e6) if isinstance(v, str) else float(v)
                   for v in extent)
@@ -401,6 +401,14 @@ def selected_steps(zoom: dict, frame: pd.DataFrame, x: str = "step") -> tuple[in
     if inside.empty:
         return None
     return int(inside["step"].min()), int(inside["step"].max())
+
+
+def _brushed(zoom: dict | None) -> list | None:
+    """The x-only brush's [a, b], under whichever field its layer draws x with: "x", or "at"
+    where lines were bucketed (the envelope's steps). Reading only "x" lost every drag on a
+    run past 2,000 lines (stop 33)."""
+    extents = [v for v in (zoom or {}).values() if isinstance(v, list) and len(v) == 2]
+    return extents[0] if len(extents) == 1 else None
 
 
 def _metric_rows(rows: pd.DataFrame, x: str, smooth: float, banded: bool) -> pd.DataFrame:

@@ -341,6 +341,18 @@ def test_selected_steps_maps_a_brush_to_the_url_range(x, zoom, expected):
     assert charts.selected_steps(zoom, frame().assign(x=xs), x) == expected
 
 
+@pytest.mark.parametrize("n", [(1, 1, 1, 1), (1, 5, 1, 1)], ids=["every-line", "bucketed"])
+def test_a_drag_on_a_chart_reads_back_as_the_steps_it_covers(n):
+    """The brush hands back its extent under the field its layer draws x with ("at" on the
+    envelope of bucketed lines): a run past 2,000 lines zoomed on no drag while only "x" was
+    read (stop 33)."""
+    spec = charts.metric_chart(frame(n=n), "loss").to_dict()
+    (zoom,) = spec["params"]
+    (brushed,) = [unit for unit in layers(spec) if unit.get("name") in zoom["views"]]
+    field = brushed["encoding"]["x"]["field"]
+    assert charts.selected_steps({field: [1.6, 3.2]}, frame(n=n)) == (1, 4)
+
+
 def test_compare_chart_colours_each_run():
     spec = charts.compare_chart({"a": frame(), "b": frame(n=(1, 4, 1, 1))}, "loss").to_dict()
     area, line, _ = layers(spec)

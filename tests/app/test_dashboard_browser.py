@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from PIL import Image
@@ -142,13 +142,15 @@ def test_a_url_with_from_and_to_opens_zoomed_on_that_range(page, live):
 
 
 def test_dragging_across_a_chart_zooms_and_writes_the_range_to_the_url(page, live):
-    page.goto(f"{live.url}/run?run=live&metrics=loss")
+    # the demo's seed copied beside the live one: a finished run of 2,230 lines, so drawn in
+    # min/max buckets, whose brush reports its steps as "at", not "x": read as "x" until stop
+    # 33, every drag on a run past 2,000 lines zoomed nothing (CI lost 12, and the live replay
+    # passes 2,000 lines 100 s in). A finished run's chart is not redrawn under the drag; one
+    # is tried again only should a late marker (its alert firing) have redrawn it
+    run = shot_run(live, "demo")
+    page.goto(f"{live.url}/run?run={run}&metrics=loss")
     zoomed = page.get_by_text("zoomed on steps").first
-    # the live run's reruns redraw the chart every 2 s: a drag that began on the chart a rerun
-    # replaced is lost, as a person's would be, so drag just after a rerun drew it, and again
-    # while one is lost: on cores loaded by the whole suite a rerun can take most of the 2 s
-    # (two full runs lost five drags in a row, stop 32)
-    deadline, drags = time.monotonic() + 150, 0
+    deadline, drags = time.monotonic() + 60, 0
     while not zoomed.is_visible():
         assert time.monotonic() < deadline, f"no zoom after {drags} drags"
         loss = chart(page, "loss").first
@@ -160,7 +162,9 @@ def test_dragging_across_a_chart_zooms_and_writes_the_range_to_the_url(page, liv
         with contextlib.suppress(PlaywrightTimeout):
             zoomed.wait_for(timeout=8_000)
     wait_for(lambda: "from=" in page.evaluate("window.location.href"), timeout=5)
-    assert "to=" in page.evaluate("window.location.href")
+    query = dict(parse_qsl(urlsplit(page.evaluate("window.location.href")).query))
+    # 30-50 % across steps 0-4499 of the plot (its y axis to the left takes a little)
+    assert 900 < int(query["from"]) < 1600 and 1800 < int(query["to"]) < 2500, query
 
 
 def just_redrawn(loss) -> None:
