@@ -18,6 +18,7 @@ import numpy as np
 
 from ..keys import STEP, TIME
 from ..lazy import LazyModule
+from .arrays import from_numpy, repeat
 from .columns import SPECIAL, column_name, fold
 from .formats import EVAL, tfbulk, tfevents
 from .parse import Parsed
@@ -43,8 +44,7 @@ def parsed(got: tfevents.Read, first: bool) -> Parsed | None:
     (out.rows, train_at), (evals, eval_at) = made
     out.row_offsets, out.eval_offsets = train_at, eval_at
     if evals is not None:
-        out.evals = evals.append_column("kind", pa.repeat(pa.scalar(EVAL, pa.string()),
-                                                          evals.num_rows))
+        out.evals = evals.append_column("kind", repeat(EVAL, evals.num_rows))
     return out
 
 
@@ -60,7 +60,7 @@ def _table(found, groups, which, times, plan):
     names = _names(plan, shape_of)
     if names is None:
         return None
-    columns = {STEP: _arrow(found.step[starts]), TIME: _arrow(times[rows])}
+    columns = {STEP: from_numpy(found.step[starts]), TIME: from_numpy(times[rows])}
     for name, places in names.items():
         columns[name] = _values(found.value, starts, shape_of, places)
     schema = pa.schema([(name, pa.type_for_alias(SPECIAL.get(name, "float64")))
@@ -94,21 +94,11 @@ def _values(value: np.ndarray, starts: np.ndarray, shape_of: np.ndarray,
     """One column: each row's value at its shape's position, NULL in rows without it."""
     (shape, place), *others = places.items()
     if not others and (shape_of == shape).all():
-        return _arrow(value[starts + place])
+        return from_numpy(value[starts + place])
     out = np.zeros(len(starts))
     held = np.zeros(len(starts), bool)
     for shape, place in places.items():
         mine = shape_of == shape
         out[mine], held[mine] = value[starts[mine] + place], True
-    return _arrow(out, held)
+    return from_numpy(out, held)
 
-
-def _arrow(values: np.ndarray, held: np.ndarray | None = None):
-    """A numpy column as an Arrow array over its own buffer, NULL where not ``held``: the
-    same array as ``pa.array(values, mask=~held)``, without the pandas import (0.35 s) that
-    pa.array makes on its first call: not inside the reader (the store's writes may still
-    import it later, writing.py's to_numpy)."""
-    values = np.ascontiguousarray(values)
-    validity = None if held is None else pa.py_buffer(np.packbits(held, bitorder="little"))
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
-                                 [validity, pa.py_buffer(values)])

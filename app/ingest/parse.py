@@ -18,6 +18,7 @@ import orjson
 
 from ..keys import BUCKETS, EVENT, INT64, STEP, is_step  # noqa: F401 (INT64: store.py)
 from ..lazy import LazyModule
+from .arrays import from_values
 from .columns import SPECIAL, column_name, fold
 
 pa = LazyModule("pyarrow")  # the fast path needs no Arrow: ingest --once may never import it
@@ -284,10 +285,10 @@ def _short(value: object) -> str:
 
 
 def records_table(records: list[dict], schema: pa.Schema) -> pa.Table:
-    """Arrow table from dicts without ``Table.from_pylist``, which imports pandas (0.3 s, a
-    latency spike on the first line ingested)."""
-    return pa.table({f.name: pa.array([r.get(f.name) for r in records], f.type) for f in schema},
-                    schema=schema)
+    """Arrow table from dicts without ``Table.from_pylist`` or ``pa.array``, which import
+    pandas (0.3 s, a latency spike on the first line ingested: arrays.py)."""
+    return pa.table({f.name: from_values([r.get(f.name) for r in records], f.type)
+                     for f in schema}, schema=schema)
 
 
 def rows_table(rows: list[dict]) -> pa.Table:

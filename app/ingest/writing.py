@@ -17,6 +17,7 @@ import duckdb
 
 from ..lazy import LazyModule
 from . import attempts
+from .arrays import from_numpy, repeat, to_numpy
 from .filestate import FileState
 from .parse import INT64, Parsed, Problem, event_text, number, records_table
 
@@ -115,7 +116,7 @@ def _rows(store: Store, cur, state: FileState, batch: Batch, shared: _Shared):
     the attempt of each)."""
     table_name = table_of(state.kind)
     rows = batch.parsed.rows
-    steps = rows.column("step").to_numpy()
+    steps = to_numpy(rows.column("step"))
     if batch.rotated is not None:
         numbers, starts = attempts.late(steps, batch.rotated, batch.new_state)
     else:
@@ -123,13 +124,11 @@ def _rows(store: Store, cur, state: FileState, batch: Batch, shared: _Shared):
                                           _floats(rows, "elapsed_s", "time"),
                                           _floats(rows, "epoch") if state.kind not in
                                           TABLES else None)  # the fast path sees no epoch
-    rows = rows.append_column("attempt", pa.array(numbers, pa.int32()))
-    rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
-                                                   rows.num_rows))
+    rows = rows.append_column("attempt", from_numpy(np.asarray(numbers, np.int32)))
+    rows = rows.append_column("file_id", repeat(state.file_id, rows.num_rows))
     if state.kind == "rank":  # metric_rows has no run column: the view joins it from files
-        rows = rows.append_column("run", pa.repeat(state.run, rows.num_rows))
-        rows = rows.append_column("rank", pa.repeat(pa.scalar(state.rank, pa.int32()),
-                                                    rows.num_rows))
+        rows = rows.append_column("run", repeat(state.run, rows.num_rows))
+        rows = rows.append_column("rank", repeat(state.rank, rows.num_rows))
     store.columns.ensure(cur, table_name, rows.column_names)
     query = "ingest/insert_ranks" if state.kind == "rank" else "ingest/insert_metrics"
     shared.rows.setdefault(query, []).append(rows)
@@ -147,9 +146,8 @@ def _insert_evals(store: Store, cur, state: FileState, batch: Batch, numbers) ->
     fallback = max(state.attempt, 1)
     attempt = (np.full(len(before), fallback) if numbers is None
                else np.where(before >= 0, numbers[np.maximum(before, 0)], fallback))
-    rows = parsed.evals.append_column("attempt", pa.array(attempt, pa.int32()))
-    rows = rows.append_column("file_id", pa.repeat(pa.scalar(state.file_id, pa.int32()),
-                                                   rows.num_rows))
+    rows = parsed.evals.append_column("attempt", from_numpy(np.asarray(attempt, np.int32)))
+    rows = rows.append_column("file_id", repeat(state.file_id, rows.num_rows))
     store.columns.ensure(cur, EVALS, rows.column_names)
     _insert(store, cur, "ingest/insert_evals", rows)
 
@@ -160,7 +158,7 @@ def _insert_system(store: Store, cur, state: FileState, parsed: Parsed) -> int:
                         ("ingest/insert_system_gpus", parsed.gpus)):
         if rows is not None and rows.num_rows:
             _insert(store, cur, query, rows.append_column(
-                "run", pa.repeat(state.run, rows.num_rows)))
+                "run", repeat(state.run, rows.num_rows)))
     return 0 if parsed.system is None else parsed.system.num_rows
 
 
@@ -240,7 +238,7 @@ def _floats(rows: pa.Table, *names: str) -> np.ndarray | None:
     if not numeric:
         return None
     value = pc.coalesce(*(c.cast(pa.float64()) for c in numeric))
-    return value.to_numpy(zero_copy_only=False)
+    return to_numpy(value)
 
 
 def _attempts_schema():
