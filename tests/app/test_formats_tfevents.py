@@ -217,3 +217,23 @@ def test_reading_event_files_imports_neither_tensorboardx_nor_torch():
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_complete_part_asked_again_is_answered_from_the_last_read_only_if_unchanged(
+        tmp_path):
+    """The tailer asks how much is complete, then reads exactly that (a copy, data[:end]):
+    the second answer is the first one kept, and bytes that differ anywhere are read anew."""
+    writer = SummaryWriter(str(tmp_path))
+    write_steps(writer, range(1, 1500))
+    writer.close()
+    data = event_file(tmp_path).read_bytes()
+    first = tfevents.read(data, 0)
+    complete = data[:first.consumed]
+    assert tfevents.read(complete, 0, final=True) is first
+    tfevents.read(data, 0)
+    changed = corrupt(complete, frames(complete)[-5] + 14)
+    again = tfevents.read(changed, 0, final=True)
+    assert again is not first and [p.offset for p in again.problems] == [frames(complete)[-5]]
+    tfevents.read(data, 0)
+    shorter = tfevents.read(complete[:-1], 0, final=True)
+    assert shorter is not first and shorter.consumed < first.consumed

@@ -146,8 +146,8 @@ class _Last:
         held, self.held = self.held, None
         if held is None or (held[1], held[2].consumed) != (base, len(data)):
             return None
-        if held[0] is not data and memoryview(held[0])[:len(data)] != memoryview(data):
-            return None  # (the very bytes asked about need no comparing: 64 MB, 0.1 s)
+        if held[0] is not data and not bytes(held[0]).startswith(data):
+            return None  # memcmp: 6 ms for 64 MB (comparing memoryviews took 0.11 s)
         return held[2]
 
 
