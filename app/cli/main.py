@@ -160,10 +160,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "rebuild", False):
         _rebuild(args.logdir, args.db)
     if args.command == "serve":
-        from ..server.serve import serve
-
-        serve(args.logdir, args.db, args.host, args.port, args.poll, settings_mod.resolve(args))
-        return 0
+        return _serve(args)
     if args.command == "ingest":
         from .ingest import ingest_follow, ingest_once
 
@@ -202,6 +199,24 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(problem)
     print(f"{args.run_dir}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
     return 1 if problems else 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ..ingest.formats import ahead
+    from ..ingest.reads import chunk_of
+    from ..monitor import default_db
+
+    settings = settings_mod.resolve(args)
+    if not Path(args.db or default_db(Path(args.logdir).resolve())).exists():
+        # a first start: big event files are decoded while the server imports (ahead.py)
+        ahead.start(Path(args.logdir).resolve(), chunk_of(settings.chunk_bytes))
+    try:
+        from ..server.serve import serve
+
+        serve(args.logdir, args.db, args.host, args.port, args.poll, settings)
+    finally:
+        ahead.finish()
+    return 0
 
 
 def _rebuild(logdir: Path, db: Path | None) -> None:

@@ -15,10 +15,15 @@ from .openfile import LogHandle
 from .parse import MAX_LINE
 
 
+def chunk_of(chunk_bytes: int) -> int:
+    """The bytes of one read: the setting, but never less than a line that should be stored
+    (whole: never split)."""
+    return max(chunk_bytes, MAX_LINE + 1)
+
+
 class Reads:
     def __init__(self, chunk_bytes: int):
-        # never split a line that should be stored
-        self.chunk = max(chunk_bytes, MAX_LINE + 1)
+        self.chunk = chunk_of(chunk_bytes)
         self.bytes_read = 0
 
     def read(self, handle: LogHandle, offset: int, size: int) -> bytes:

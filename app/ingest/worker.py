@@ -27,13 +27,13 @@ import threading
 import time
 from pathlib import Path
 
-import pyarrow as pa
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from ..db.database import DatabaseLost
 from ..db.loss import damaged, rebuild_advice
 from .activity import Activity, Changes
 from .backoff import describe
+from .formats import ahead
 from .tail import Tailer
 from .watches import Watching
 
@@ -118,9 +118,6 @@ class IngestWorker:
         return max(0.0, time.time() - self.tailer.last_caught_up)
 
     def _loop(self) -> None:
-        # pyarrow imports pandas on its first array (0.3 s of one core): here, before the
-        # first live tick, and not in the server's thread, which answers meanwhile (issue 23)
-        pa.array([0.0])
         cpu = (time.thread_time(), time.monotonic(), self.ticks)
         while not self.stop_flag:
             self.wake.wait(self.settings.tick_interval)
@@ -129,6 +126,8 @@ class IngestWorker:
             time.sleep(DEBOUNCE_S)
             self.wake.clear()
             rows = self._tick(self.activity.take())
+            if not self.ticks:
+                ahead.finish()  # what was decoded ahead was for the first reads (serve's)
             self.ticks += 1
             if time.monotonic() - cpu[1] >= CPU_LOG_S:
                 cpu = self._log_cpu(*cpu)

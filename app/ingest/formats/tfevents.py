@@ -31,7 +31,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from ...keys import EPOCH, FORMAT_KEYS
-from . import Problem, Record, tfbulk, tfrecord
+from . import Problem, Record, ahead, tfbulk, tfrecord
 from .keys import is_eval_key
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -117,17 +117,20 @@ def read(data: bytes, base: int, *, final: bool = False) -> Read:
     """``parse``'s answer before any record is made (see Read)."""
     if final and (again := _LAST.take(data, base)) is not None:
         return again
-    starts, lengths, problems, consumed = tfrecord.scan(data, base, data_checked=False)
-    found = tfbulk.decode(data, starts, lengths, base, problems, _slow)
-    groups = tfbulk.group_starts(found)
-    if len(groups) and not final:  # the last step may not be whole yet: read it again next time
-        held = int(found.offset[groups[-1]])
-        consumed = held - base
-        problems = [p for p in problems if p.offset < held]
-        found, groups = found.head(int(groups[-1])), groups[:-1]
-    got = Read(found, groups, problems, consumed)
+    got = ahead.take(data, base) or decoded(data, base)
+    if len(got.groups) and not final:  # the last step may not be whole yet: read it again next time
+        held = int(got.found.offset[got.groups[-1]])
+        got = Read(got.found.head(int(got.groups[-1])), got.groups[:-1],
+                   [p for p in got.problems if p.offset < held], held - base)
     _LAST.keep(data, base, got)
     return got
+
+
+def decoded(data: bytes, base: int) -> Read:
+    """Every whole record of ``data``, its last step included (``read`` with final=True)."""
+    starts, lengths, problems, consumed = tfrecord.scan(data, base, data_checked=False)
+    found = tfbulk.decode(data, starts, lengths, base, problems, _slow)
+    return Read(found, tfbulk.group_starts(found), problems, consumed)
 
 
 class _Last:
