@@ -254,7 +254,8 @@ class Tailer:
         end = settle.complete(state, data, new.offset, pending, handle.info.st_mtime)
         if end == 0:
             return self.lines.no_newline(state, new, data, handle, reason), rows
-        self.retry.tried[state.path] = 1 if data.count(b"\n", 0, end) == 1 else end
+        lines = state.kind != "tfevents"  # records, not lines: 64 MB counted for nothing
+        self.retry.tried[state.path] = 1 if lines and data.count(b"\n", 0, end) == 1 else end
         stored = self._consume(state, new, data[:end], handle, reason, data[end:])
         if stored is None:
             return True, rows  # held: stored with the tick's others, its rest remembered then
