@@ -281,3 +281,32 @@ def test_the_command_without_the_monitor_says_what_to_install(logging_only, tmp_
     assert done.returncode == 2
     assert done.stderr.count('pip install "cliffwatch[monitor]"') == 1, done.stderr
     assert "Traceback" not in done.stderr
+
+
+AHEAD = """
+import sys, time
+from pathlib import Path
+from cliffwatch.app.ingest.formats import ahead, tfevents
+
+path = Path(sys.argv[1])
+data = path.read_bytes()
+ahead.start(path.parent, len(data), least=1)
+got = ahead.take(data, 0)
+print(got is not None and got.consumed == tfevents.decoded(data, 0).consumed
+      and len(got.found.step) == len(tfevents.decoded(data, 0).found.step))
+ahead.finish()
+"""
+
+
+def test_the_installed_package_decodes_event_files_ahead(venv, tmp_path):
+    """Installed, the second process (`python -m` of the module, run from the package) starts,
+    decodes and answers: a module or file it needs that is not installed would leave the
+    tailer to decode alone, silently slower."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step in range(500):
+        writer.add_scalar("loss", 1 / (step + 1), step)
+    writer.close()
+    (event,) = (tmp_path / "run").glob("events.out.tfevents.*")
+    assert run([venv / "bin" / "python", "-c", AHEAD, event], tmp_path).stdout.strip() == "True"
