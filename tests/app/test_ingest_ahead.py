@@ -183,3 +183,29 @@ def test_a_first_serve_stores_what_ingest_once_stores_and_leaves_nothing(tmp_pat
                      "SELECT count(*) FROM evals WHERE step < 8000").stdout
              for name in ("served", "once")]
     assert evals[0] == evals[1] and evals[0].strip().endswith("16"), evals
+
+
+def test_a_linked_event_file_is_not_read_ahead(files, tmp_path):
+    logs, _ = files
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = event_file(logs / "a")
+    (outside / target.name).write_bytes(target.read_bytes() * 3)  # the biggest, but a link
+    (logs / "linked").mkdir()
+    (logs / "linked" / target.name).symlink_to(outside / target.name)
+    found = ahead.big_files(logs, 1)
+    assert found and all(not path.is_symlink() for path in found), found
+
+
+def test_a_stuck_reader_is_waited_for_once(tmp_path, reader, monkeypatch):
+    monkeypatch.setattr(ahead, "WAIT_S", 1.0)
+    data = b"\0" * 100
+    folder = tmp_path / "stuck"
+    folder.mkdir()
+    (folder / ahead.PLAN).write_text(f"[[0, {len(data)}]]")  # planned, never made
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    monkeypatch.setattr(ahead, "_RUNNING", ahead._Ahead(stuck, folder))
+    assert ahead.take(data, 0) is None
+    assert stuck.poll() is not None  # killed: the next read does not wait again
+    started = time.monotonic()
+    assert ahead.take(data, 0) is None and time.monotonic() - started < ahead.WAIT_S

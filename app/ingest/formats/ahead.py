@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,9 @@ def take(data: bytes, base: int):
     name = f"{base}-{len(data)}-{google_crc32c.value(data)}.json"
     made = _wait_for(running, running.folder / name)
     if made is None:
+        if running.process.poll() is None:  # WAIT_S gone by: stuck (a read that blocks)
+            running.process.kill()  # so no later read waits for it again
+            running.process.wait()
         return None
     try:
         return _load(made)
@@ -184,11 +188,12 @@ def big_files(logdir: Path, least: int) -> list[Path]:
         seen += len(dirs) + len(files)
         for name in files:
             if name.startswith(PREFIX):
-                try:
-                    size = os.stat(os.path.join(top, name)).st_size
+                try:  # a link (out of the folder, to a device) is left to the tailer's rules
+                    info = os.lstat(os.path.join(top, name))
                 except OSError:
                     continue
-                if size >= least:
+                size = info.st_size
+                if stat.S_ISREG(info.st_mode) and size >= least:
                     found.append((size, os.path.join(top, name)))
         if seen > MOST_ENTRIES:
             break
