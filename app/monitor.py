@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 
+from .db import served
 from .db.database import Database, unreadable
 from .errors import CliffwatchError
 from .ingest.memory import limit_bytes
@@ -92,6 +93,7 @@ class Monitor:
             db = Database(db_path, allowed_dirs=private, memory_limit=settings.memory_limit,
                           temp_dir=spill / "duckdb", temp_max=spill_cap(settings, spill),
                           wait_s=wait_s)
+            served.claim(db, logdir, own_file=db_path == default_db(logdir).resolve())
             tailer = _tailer(db, logdir, settings, scratch, links)
             return cls(logdir, db, tailer, scratch, links, spill)
         except BaseException:  # e.g. a mistake in keys.toml: let go of the file for the next try

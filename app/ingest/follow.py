@@ -10,6 +10,10 @@ since a value that changed may sit anywhere in a line)::
     change(state, handle)   # -> None | "file_truncated" | "file_replaced"
     new, reason = position(state, handle)   # the row to update, reset to 0 on a change
 
+Another inode that begins with the very bytes read so far is a copy of the file (a folder
+restored or moved to another disk with its database, a log rewritten whole and renamed over
+itself): it is read on from the offset (``copy_of``).
+
 logrotate's ``create`` renames ``metrics.jsonl`` to ``metrics.jsonl.1`` and creates a new
 ``metrics.jsonl``; the old inode is found again in the same folder (``find_inode``) and read to
 its end before the new file starts, as Vector and Fluent Bit do.
@@ -37,10 +41,12 @@ def fingerprint(handle: LogHandle, end: int, consumed: bytes = b"") -> str:
     return hashlib.blake2b(consumed[len(consumed) - need:], digest_size=16).hexdigest()
 
 
-def change(state: FileState, handle: LogHandle) -> str | None:
-    """Why the file at the state's path is no longer the one read so far, or None."""
+def change(state: FileState, handle: LogHandle, copies: bool = True) -> str | None:
+    """Why the file at the state's path is no longer the one read so far, or None.
+    ``copies``: another inode holding the very bytes read so far is the same file (`copy`)."""
     info = handle.info
-    if state.inode is not None and info.st_ino != state.inode:
+    if state.inode is not None and info.st_ino != state.inode \
+            and not (copies and copy_of(state, handle)):
         return "file_replaced"
     if info.st_size < state.offset:
         return "file_truncated"
@@ -52,14 +58,26 @@ def change(state: FileState, handle: LogHandle) -> str | None:
     return None
 
 
-def position(state: FileState, handle: LogHandle,
-             check: bool = True) -> tuple[FileState, str | None]:
+def copy_of(state: FileState, handle: LogHandle) -> bool:
+    """Another inode begins with the bytes read so far: their first bytes and the ``WINDOW``
+    before the offset. A folder copied or restored with its database (`cp -r`, `mv` to another
+    disk, a backup), or a log rewritten whole and renamed over itself with lines added: read
+    on from the offset, never the whole log again as a second attempt."""
+    if not (state.offset and state.tail and handle.info.st_size >= state.offset):
+        return False
+    if state.head and handle.read(0, len(state.head) // 2).hex() != state.head:
+        return False
+    return fingerprint(handle, state.offset) == state.tail
+
+
+def position(state: FileState, handle: LogHandle, check: bool = True,
+             copies: bool = True) -> tuple[FileState, str | None]:
     """A copy of the state to update from this look at the file, reset to offset 0 if it was
     truncated or replaced (not ``check``: a file read whole each time is never reset); with
-    the reason."""
+    the reason. ``copies``: as for ``change``."""
     new = copy.copy(state)
     new.state = "ok"
-    reason = change(state, handle) if check else None
+    reason = change(state, handle, copies) if check else None
     if reason:
         new.offset, new.last_step, new.lines, new.head, new.tail = 0, None, 0, None, None
         new.partial_reported, new.crlf_reported = None, False

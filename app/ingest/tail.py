@@ -229,7 +229,10 @@ class Tailer:
         rows = 0
         if state.inode is not None and handle.info.st_ino != state.inode:
             rows = self.rotations.switched(state, self.tracker.disk(state.path), self._consume)
-        new, reason = follow.position(state, handle, state.kind not in wholefile.KINDS)
+        # a copy of the file read on, unless the old inode was found renamed (rotated): then
+        # the new file under the name starts its own lines
+        new, reason = follow.position(state, handle, state.kind not in wholefile.KINDS,
+                                      copies=state.path not in self.rotations.rotated)
         if reason:
             self.pending.pop(state.path, None)
         if state.kind in detect.FOREIGN and new.offset == 0 \

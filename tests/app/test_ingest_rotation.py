@@ -125,3 +125,27 @@ def test_late_lines_of_the_rotated_file_keep_its_attempt(tmp_path):
             (s,) for s in range(150)]
         assert query(mon, "SELECT attempt, start_step, reason FROM attempts ORDER BY 1") == [
             (1, 0, "start"), (2, 120, "file_replaced")]
+
+
+def test_a_log_rewritten_whole_and_renamed_over_itself_is_read_on(tmp_path):
+    # writers that rewrite their whole log (a temp file, then os.replace) give each look a new
+    # inode; a copy of the folder with its database does too. The bytes read so far are still
+    # there: only the new lines are read, in the same attempt
+    path = tmp_path / "logs" / "r" / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(lines(range(1, 6)))
+    with ingest(tmp_path / "logs") as mon:
+        temp = path.with_name("metrics.jsonl.tmp")
+        temp.write_text(lines(range(1, 9)))
+        os.replace(temp, path)
+        mon.tailer.tick(discover=True)
+        assert query(mon, "SELECT count(*), count(DISTINCT step) FROM metrics_all") == [(8, 8)]
+        assert query(mon, "SELECT attempt, reason FROM attempts") == [(1, "start")]
+        # another inode whose bytes differ before the offset is another file: a new attempt
+        temp.write_text(lines(range(1, 4), loss=0.25))
+        os.replace(temp, path)
+        mon.tailer.tick(discover=True)
+        assert query(mon, "SELECT attempt, reason FROM attempts ORDER BY attempt") == [
+            (1, "start"), (2, "file_replaced")]
+        assert query(mon, "SELECT step, loss FROM metrics ORDER BY step") == [
+            (s, 0.25) for s in range(1, 4)]
