@@ -41,6 +41,9 @@ class RunConfig:
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "auto = cuda when available")
     attn: Literal["auto", "flash", "sdpa"] = setting(
         "auto", "flash-attn on CUDA, else PyTorch SDPA")
+    deterministic: bool = setting(
+        False, "deterministic kernels (slower on a GPU): a resumed run then equals a straight "
+        "one bit for bit on CUDA too (CPU runs always do)")
 
 
 @dataclass

@@ -188,20 +188,20 @@ def swap(incident, ctx, window, others) -> str | None:
     most = float(used.max())
     if most - first < SWAP_GROWTH_BYTES:
         return None
-    memory = _memory(gap.samples)
-    return sourced(f"swap in use grew from {size(first)} to {size(most)} inside the "
-                   f"{seconds(gap.seconds)} gap before step {incident.step}{memory}: the host "
+    host = _memory(gap.samples)
+    return sourced(f"swap in use grew from {memory(first)} to {memory(most)} inside the "
+                   f"{seconds(gap.seconds)} gap before step {incident.step}{host}: the host "
                    f"was paging.", True, f"{SOURCE}: swap_used_bytes")
 
 
 def _memory(samples: pd.DataFrame) -> str:
-    """", with 127.9 GB of the host's 128.0 GB memory used" at the fullest sample."""
+    """", with 119.1 GiB of the host's 119.2 GiB memory used" at the fullest sample."""
     used = samples["mem_used_bytes"].astype(float)
     total = samples["mem_total_bytes"].astype(float)
     if not used.notna().any() or not total.notna().any():
         return ""
     at = used.idxmax()
-    return (f", with {size(used[at])} of the host's {size(total[at])} memory used"
+    return (f", with {memory(used[at])} of the host's {memory(total[at])} memory used"
             if np.isfinite(total[at]) else "")
 
 
@@ -275,7 +275,7 @@ NEAR_TOTAL = "near its total, allocations wait on the cache and then fail."
 
 
 def _fullest(gpus: pd.DataFrame) -> str | None:
-    """"GPU 0's memory was at 139.1 GB of its 140 GB (99.4%)" for the fullest GPU row, when
+    """"GPU 0's memory was at 129.5 GiB of its 130.4 GiB (99.4%)" for the fullest GPU row, when
     at GPU_MEMORY_FULL of its total or more, else None."""
     if not len(gpus):
         return None
@@ -285,14 +285,26 @@ def _fullest(gpus: pd.DataFrame) -> str | None:
     if not full.notna().any() or float(full.max()) < GPU_MEMORY_FULL:
         return None
     at = full.idxmax()
-    return (f"GPU {gpus.at[at, 'gpu']}'s memory was at {size(used[at])} of its "
-            f"{size(total[at])} ({100 * full[at]:.3g}%)")
+    return (f"GPU {gpus.at[at, 'gpu']}'s memory was at {memory(used[at])} of its "
+            f"{memory(total[at])} ({100 * full[at]:.3g}%)")
 
 
 def size(value: float) -> str:
-    """314.6 MB, 2.147 GB, 12.3 kB: bytes in SI units, four significant figures."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
+    """314.6 MB, 2.147 GB, 12.3 kB: bytes written, in SI units (as disks are sold and
+    iostat counts), four significant figures."""
+    return _scaled(value, 1000, ("B", "kB", "MB", "GB", "TB"))
+
+
+def memory(value: float) -> str:
+    """2 GiB, 139.8 GiB: memory in binary units, four significant figures, as PyTorch's
+    out-of-memory error, nvidia-smi (MiB) and the Run page's memory chart say it: the same
+    GPU's total read 150.8 GB beside "139.80 GiB" in one incident (H200, 2026-12-04)."""
+    return _scaled(value, 1024, ("B", "KiB", "MiB", "GiB", "TiB"))
+
+
+def _scaled(value: float, step: int, units: tuple[str, ...]) -> str:
+    for unit in units:
+        if abs(value) < step or unit == units[-1]:
             return f"{value:.4g} {unit}"
-        value /= 1000
+        value /= step
     raise AssertionError("unreachable")

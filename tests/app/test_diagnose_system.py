@@ -21,7 +21,7 @@ import pytest
 
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis, diagnose
-from app.diagnose.system import size
+from app.diagnose.system import memory, size
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import ROOT, run_cli
 
@@ -193,21 +193,21 @@ def test_one_core_pegged_by_the_process_is_input_bound(found):
 
 def test_gpu_memory_near_its_total_is_quoted(found):
     assert first_evidence(found, "gpu_memory", "gpu_memory").startswith(
-        "GPU 0's memory was at 139.1 GB of its 140 GB (99.4%) inside the 14.0 s gap before "
+        "GPU 0's memory was at 129.5 GiB of its 130.4 GiB (99.4%) inside the 14.0 s gap before "
         "step 41")
 
 
 def test_swap_growing_in_a_stall_is_quoted(found):
     assert first_evidence(found, "swap", "swap").startswith(
-        "swap in use grew from 0 B to 2.07 GB inside the 14.0 s gap before step 41, with "
-        "50 GB of the host's 128 GB memory used: the host was paging.")
+        "swap in use grew from 0 B to 1.928 GiB inside the 14.0 s gap before step 41, with "
+        "46.57 GiB of the host's 119.2 GiB memory used: the host was paging.")
 
 
 def test_gpu_memory_near_its_total_before_a_crash_is_its_second_cause(found):
     crashed = found["oom"][("crash", 60)]
     assert crashed.causes == ["crash", "gpu_memory"]
     assert crashed.evidence[1] == (
-        "GPU 0's memory was at 139.1 GB of its 140 GB (99.4%) after step 60, the last one "
+        "GPU 0's memory was at 129.5 GiB of its 130.4 GiB (99.4%) after step 60, the last one "
         "logged before the run failed: near its total, allocations wait on the cache and then "
         "fail. (inferred: system.jsonl: gpus' mem_used_bytes)")
     assert found["failed"][("crash", 60)].causes == ["crash"]
@@ -218,6 +218,14 @@ def test_gpu_memory_near_its_total_before_a_crash_is_its_second_cause(found):
                                              (2_147_483_648, "2.147 GB")])
 def test_sizes_read_in_si_units_to_four_figures(value, text):
     assert size(value) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [(0, "0 B"), (1023, "1023 B"), (2**31, "2 GiB"),
+                                             (150_754_820_096, "140.4 GiB"),
+                                             (3 * 2**40, "3 TiB")])
+def test_memory_reads_in_binary_units_as_pytorch_and_nvidia_smi_say_it(value, text):
+    # an H200's total as NVML gives it: PyTorch's error beside it says "139.80 GiB"
+    assert memory(value) == text
 
 
 @pytest.mark.parametrize("cut", [clock(STALL) - GAP_S / 2, clock(STALL)],
