@@ -76,3 +76,14 @@ def test_diagnose_log_directory_still_covers_every_run(home):
     done = run_cli("diagnose", str(home / "sibling" / ".."), "--json")
     assert done.returncode == 0, done.stderr
     assert {"seed", "sibling"} <= {i["run"] for i in json.loads(done.stdout)}
+
+
+def test_diagnose_takes_logdir_as_every_other_command_does(home):
+    by_path = run_cli("diagnose", "--json", str(home / "seed"))
+    by_flag = run_cli("diagnose", "--json", "--logdir", str(home / "seed"))
+    assert by_flag.returncode == by_path.returncode == 0, by_flag.stderr
+    assert json.loads(by_flag.stdout) == json.loads(by_path.stdout) != []
+    nothing = run_cli("diagnose")
+    assert nothing.returncode == 2 and "diagnose runs/NAME" in nothing.stderr
+    two = run_cli("diagnose", str(home / "seed"), "--logdir", str(home / "sibling"))
+    assert two.returncode == 2 and "two folders" in two.stderr and "give one" in two.stderr
