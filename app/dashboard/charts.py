@@ -396,11 +396,15 @@ def selected_steps(zoom: dict, frame: pd.DataFrame, x: str = "step") -> tuple[in
     if x == "time":
         a, b = a / 1000, b / 1000
     if x == "step":
-        return int(np.floor(a)), int(np.ceil(b))
-    inside = frame[(frame["x"] >= a) & (frame["x"] <= b)]
-    if inside.empty:
-        return None
-    return int(inside["step"].min()), int(inside["step"].max())
+        lo, hi = int(np.floor(a)), int(np.ceil(b))
+    else:
+        inside = frame[(frame["x"] >= a) & (frame["x"] <= b)]
+        if inside.empty:
+            return None
+        lo, hi = int(inside["step"].min()), int(inside["step"].max())
+    # a brush of no width (a click, or a drag on a chart drawn before its data: CI, stop 36,
+    # zoomed the page on steps 0-0) or over one line zooms on nothing a line could show
+    return (lo, hi) if lo < hi else None
 
 
 def _brushed(zoom: dict | None) -> list | None:
