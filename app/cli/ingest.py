@@ -10,6 +10,7 @@ again, from the same offset, by the next run)::
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..monitor import Monitor
@@ -37,7 +38,9 @@ def ingest_once(logdir: Path, db: Path | None, settings) -> int:
                   "read once its newline is written")
         failure = monitor.tailer.failure
         if failure:
-            print(f"{failure.removesuffix('; retrying')}; not stored this time: run the same "
+            # a one-shot run retries nothing more: its "; retrying ..." tail would mislead
+            said = re.sub(r"; retrying[^;]*$", "", failure)
+            print(f"{said}; not stored this time: run the same "
                   "command again (nothing is skipped; it resumes where it stopped)")
             return 1
     return 0

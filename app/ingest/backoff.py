@@ -74,5 +74,7 @@ class Backoff:
         key, episode = min(failing, key=lambda item: item[1].since)
         others = len(failing) - 1
         more = f" (and {others} more file{'s' if others > 1 else ''})" if others else ""
+        # a note may say how it is retried already ("retrying with a smaller batch")
+        retry = "" if "retrying" in episode.error else "; retrying"
         return (f"ingest of {key}{more} failing for {time.monotonic() - episode.since:.0f} s: "
-                f"{episode.error}; retrying")
+                f"{episode.error}{retry}")
