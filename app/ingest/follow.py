@@ -12,7 +12,7 @@ since a value that changed may sit anywhere in a line)::
 
 Another inode that begins with the very bytes read so far is a copy of the file (a folder
 restored or moved to another disk with its database, a log rewritten whole and renamed over
-itself): it is read on from the offset (``copy_of``).
+itself): it is read on from the offset (``change``'s ``copies``).
 
 logrotate's ``create`` renames ``metrics.jsonl`` to ``metrics.jsonl.1`` and creates a new
 ``metrics.jsonl``; the old inode is found again in the same folder (``find_inode``) and read to
@@ -43,31 +43,23 @@ def fingerprint(handle: LogHandle, end: int, consumed: bytes = b"") -> str:
 
 def change(state: FileState, handle: LogHandle, copies: bool = True) -> str | None:
     """Why the file at the state's path is no longer the one read so far, or None.
-    ``copies``: another inode holding the very bytes read so far is the same file (`copy`)."""
+
+    Another inode is another file, unless ``copies`` and it holds the very bytes read so far
+    (the checks below, which a copy must pass: its first bytes and the ``WINDOW`` before the
+    offset): a folder copied or restored with its database, a log rewritten whole and renamed
+    over itself. It is read on from the offset, never again as a second attempt."""
     info = handle.info
-    if state.inode is not None and info.st_ino != state.inode \
-            and not (copies and copy_of(state, handle)):
-        return "file_replaced"
+    moved = state.inode is not None and info.st_ino != state.inode
+    if moved and not (copies and state.offset and state.tail):
+        return "file_replaced"  # nothing to tell a copy by
     if info.st_size < state.offset:
-        return "file_truncated"
+        return "file_replaced" if moved else "file_truncated"
     if state.tail and state.offset and fingerprint(handle, state.offset) != state.tail:
         return "file_replaced"  # truncated and rewritten past the offset (copytruncate)
-    if state.head and info.st_mtime != state.mtime \
+    if state.head and (moved or info.st_mtime != state.mtime) \
             and handle.read(0, len(state.head) // 2).hex() != state.head:
         return "file_replaced"  # truncated and rewritten between two looks
     return None
-
-
-def copy_of(state: FileState, handle: LogHandle) -> bool:
-    """Another inode begins with the bytes read so far: their first bytes and the ``WINDOW``
-    before the offset. A folder copied or restored with its database (`cp -r`, `mv` to another
-    disk, a backup), or a log rewritten whole and renamed over itself with lines added: read
-    on from the offset, never the whole log again as a second attempt."""
-    if not (state.offset and state.tail and handle.info.st_size >= state.offset):
-        return False
-    if state.head and handle.read(0, len(state.head) // 2).hex() != state.head:
-        return False
-    return fingerprint(handle, state.offset) == state.tail
 
 
 def position(state: FileState, handle: LogHandle, check: bool = True,
