@@ -18,6 +18,7 @@ from ..export import layout
 from ..export.archive import export
 from ..export.source import open_source
 from ..export.tables import TABLES
+from ..units import binary
 
 
 def export_command(logdir: Path, db: Path | None, dest: Path, settings) -> int:
@@ -29,7 +30,7 @@ def export_command(logdir: Path, db: Path | None, dest: Path, settings) -> int:
     for name, written in summary.tables.items():
         if written.runs:
             print(f"{name:<10}{written.rows:>10} rows {_count(written.runs, 'run')} "
-                  f"{_count(written.files, 'file')} {_size(written.bytes):>10}")
+                  f"{_count(written.files, 'file')} {binary(written.bytes):>10}")
     if not summary.files:
         print("nothing new since the last export")
     print(f"exported to {dest} from {where} in {time.monotonic() - started:.1f} s")
@@ -64,9 +65,3 @@ def _count(n: int, noun: str) -> str:
     return f"{n:>4} {noun}{'s' if n != 1 else ' '}"
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 
 from ..command import COMMAND
+from ..units import binary
 
 # after a write found no disk space, the file is opened again only once this much more is free
 # (a reopening on a full disk replays the WAL and is invalidated again at the first checkpoint)
@@ -95,20 +96,12 @@ def disk_room(folder: Path | None) -> str:
     room = free_space(folder) if folder is not None else None
     if room is None:
         return f"the disk holding {folder or 'the database'} is full"
-    return f"the disk holding {folder} has {_size(room[0])} free of {_size(room[1])}"
+    return f"the disk holding {folder} has {binary(room[0])} free of {binary(room[1])}"
 
 
 def _written_folder(text: str) -> Path | None:
     match = re.search(r'file "([^"]+)"', text)
     return Path(match.group(1)).parent if match else None
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 @dataclass

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..db import queries
+from ..units import binary
 from .evidence import lines_before, seconds, sourced
 
 SOURCE = "system.jsonl"
@@ -189,7 +190,7 @@ def swap(incident, ctx, window, others) -> str | None:
     if most - first < SWAP_GROWTH_BYTES:
         return None
     host = _memory(gap.samples)
-    return sourced(f"swap in use grew from {memory(first)} to {memory(most)} inside the "
+    return sourced(f"swap in use grew from {binary(first)} to {binary(most)} inside the "
                    f"{seconds(gap.seconds)} gap before step {incident.step}{host}: the host "
                    f"was paging.", True, f"{SOURCE}: swap_used_bytes")
 
@@ -201,7 +202,7 @@ def _memory(samples: pd.DataFrame) -> str:
     if not used.notna().any() or not total.notna().any():
         return ""
     at = used.idxmax()
-    return (f", with {memory(used[at])} of the host's {memory(total[at])} memory used"
+    return (f", with {binary(used[at])} of the host's {binary(total[at])} memory used"
             if np.isfinite(total[at]) else "")
 
 
@@ -285,26 +286,17 @@ def _fullest(gpus: pd.DataFrame) -> str | None:
     if not full.notna().any() or float(full.max()) < GPU_MEMORY_FULL:
         return None
     at = full.idxmax()
-    return (f"GPU {gpus.at[at, 'gpu']}'s memory was at {memory(used[at])} of its "
-            f"{memory(total[at])} ({100 * full[at]:.3g}%)")
+    return (f"GPU {gpus.at[at, 'gpu']}'s memory was at {binary(used[at])} of its "
+            f"{binary(total[at])} ({100 * full[at]:.3g}%)")
 
 
 def size(value: float) -> str:
     """314.6 MB, 2.147 GB, 12.3 kB: bytes written, in SI units (as disks are sold and
-    iostat counts), four significant figures."""
-    return _scaled(value, 1000, ("B", "kB", "MB", "GB", "TB"))
-
-
-def memory(value: float) -> str:
-    """2 GiB, 139.8 GiB: memory in binary units, four significant figures, as PyTorch's
-    out-of-memory error, nvidia-smi (MiB) and the Run page's memory chart say it: the same
-    GPU's total read 150.8 GB beside "139.80 GiB" in one incident (H200, 2026-12-04)."""
-    return _scaled(value, 1024, ("B", "KiB", "MiB", "GiB", "TiB"))
-
-
-def _scaled(value: float, step: int, units: tuple[str, ...]) -> str:
-    for unit in units:
-        if abs(value) < step or unit == units[-1]:
+    iostat counts), four significant figures. Memory reads in binary units (units.binary):
+    a GPU's total read 150.8 GB beside PyTorch's "139.80 GiB" in one incident (H200,
+    2026-12-04)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
             return f"{value:.4g} {unit}"
-        value /= step
+        value /= 1000
     raise AssertionError("unreachable")

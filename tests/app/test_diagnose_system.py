@@ -21,7 +21,8 @@ import pytest
 
 from app.diagnose.detect import Watch
 from app.diagnose.diagnosis import LiveDiagnosis, diagnose
-from app.diagnose.system import memory, size
+from app.diagnose.system import size
+from app.units import binary
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import ROOT, run_cli
 
@@ -199,8 +200,8 @@ def test_gpu_memory_near_its_total_is_quoted(found):
 
 def test_swap_growing_in_a_stall_is_quoted(found):
     assert first_evidence(found, "swap", "swap").startswith(
-        "swap in use grew from 0 B to 1.928 GiB inside the 14.0 s gap before step 41, with "
-        "46.57 GiB of the host's 119.2 GiB memory used: the host was paging.")
+        "swap in use grew from 0 B to 1.9 GiB inside the 14.0 s gap before step 41, with "
+        "46.6 GiB of the host's 119.2 GiB memory used: the host was paging.")
 
 
 def test_gpu_memory_near_its_total_before_a_crash_is_its_second_cause(found):
@@ -220,12 +221,12 @@ def test_sizes_read_in_si_units_to_four_figures(value, text):
     assert size(value) == text
 
 
-@pytest.mark.parametrize(("value", "text"), [(0, "0 B"), (1023, "1023 B"), (2**31, "2 GiB"),
+@pytest.mark.parametrize(("value", "text"), [(0, "0 B"), (1023, "1023 B"), (2**31, "2.0 GiB"),
                                              (150_754_820_096, "140.4 GiB"),
-                                             (3 * 2**40, "3 TiB")])
+                                             (3 * 2**40, "3.0 TiB")])
 def test_memory_reads_in_binary_units_as_pytorch_and_nvidia_smi_say_it(value, text):
     # an H200's total as NVML gives it: PyTorch's error beside it says "139.80 GiB"
-    assert memory(value) == text
+    assert binary(value) == text
 
 
 @pytest.mark.parametrize("cut", [clock(STALL) - GAP_S / 2, clock(STALL)],
