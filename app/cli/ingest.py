@@ -10,7 +10,6 @@ again, from the same offset, by the next run)::
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ..monitor import Monitor
@@ -36,11 +35,9 @@ def ingest_once(logdir: Path, db: Path | None, settings) -> int:
         if monitor.tailer.pending_partial:
             print(f"{monitor.tailer.pending_partial} file(s) end in an unfinished line; it is "
                   "read once its newline is written")
-        failure = monitor.tailer.failure
+        failure = monitor.tailer.retry.summary(then=False)  # a one-shot run retries no more
         if failure:
-            # a one-shot run retries nothing more: its "; retrying ..." tail would mislead
-            said = re.sub(r"; retrying[^;]*$", "", failure)
-            print(f"{said}; not stored this time: run the same "
+            print(f"{failure}; not stored this time: run the same "
                   "command again (nothing is skipped; it resumes where it stopped)")
             return 1
     return 0

@@ -24,7 +24,8 @@ FIRST_DELAY_S, MAX_DELAY_S = 0.5, 30.0
 @dataclass
 class Episode:
     since: float  # time.monotonic() of the first failure
-    error: str
+    error: str  # what failed, and any advice ("...; raise --memory-limit")
+    retry: str = "retrying"  # how it is tried next ("retrying with a smaller batch")
     tries: int = 1
     delay: float = FIRST_DELAY_S
     next_try: float = 0.0
@@ -43,20 +44,22 @@ class Backoff:
         episode = self.failing.get(key)
         return episode is None or time.monotonic() >= episode.next_try
 
-    def failed(self, key: str, exc: BaseException, note: str = "", soon: bool = False) -> None:
-        """Record a failure of ``key``: ``note`` is added to what health shows; ``soon`` (the
-        work will be tried smaller) keeps the first, short delay."""
+    def failed(self, key: str, exc: BaseException, note: str = "", retry: str = "retrying",
+               soon: bool = False) -> None:
+        """Record a failure of ``key``: ``note`` (advice) is added to what health shows, and
+        ``retry``, how it is tried next; ``soon`` (the work will be tried smaller) keeps the
+        first, short delay."""
         now = time.monotonic()
         episode = self.failing.get(key)
         error = describe(exc) + (f"; {note}" if note else "")
         if episode is None:
-            episode = self.failing[key] = Episode(now, error)
+            episode = self.failing[key] = Episode(now, error, retry)
             # a database error is expected under load; anything else is a bug worth a traceback
             log.warning("ingest of %s failing: %s; retrying with backoff", key, episode.error,
                         exc_info=not isinstance(exc, duckdb.Error))
         else:
             episode.tries += 1
-            episode.error = error
+            episode.error, episode.retry = error, retry
             episode.delay = FIRST_DELAY_S if soon else min(episode.delay * 2, MAX_DELAY_S)
         episode.next_try = now + episode.delay
 
@@ -66,15 +69,15 @@ class Backoff:
             log.warning("ingest of %s recovered after %.0f s and %d failed tries", key,
                         time.monotonic() - episode.since, episode.tries)
 
-    def summary(self) -> str | None:
-        """One line saying what is failing, or None when ingest is healthy."""
+    def summary(self, then: bool = True) -> str | None:
+        """One line saying what is failing, or None when ingest is healthy; with how it is
+        retried unless not ``then`` (a one-shot run retries nothing more)."""
         failing = list(self.failing.items())  # one atomic copy: the ingest thread writes it
         if not failing:
             return None
         key, episode = min(failing, key=lambda item: item[1].since)
         others = len(failing) - 1
         more = f" (and {others} more file{'s' if others > 1 else ''})" if others else ""
-        # a note may say how it is retried already ("retrying with a smaller batch")
-        retry = "" if "retrying" in episode.error else "; retrying"
+        retry = f"; {episode.retry}" if then else ""
         return (f"ingest of {key}{more} failing for {time.monotonic() - episode.since:.0f} s: "
                 f"{episode.error}{retry}")

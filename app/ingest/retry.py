@@ -63,9 +63,9 @@ class Retry:
                 del self.shrunk[key]
         return True if result is None else result
 
-    def summary(self) -> str | None:
-        """One line on what is failing and being retried, or None."""
-        return self.fatal or self.backoff.summary()
+    def summary(self, then: bool = True) -> str | None:
+        """One line on what is failing and (``then``) how it is retried, or None."""
+        return self.fatal or self.backoff.summary(then)
 
     def _failed(self, key: str, exc: Exception) -> None:
         if memory.fatal(exc):
@@ -83,7 +83,7 @@ class Retry:
                                 "the memory limit: raise --memory-limit")
             return
         self.shrunk[key] = max(1, tried // 2)
-        self.backoff.failed(key, exc, note="retrying with a smaller batch", soon=True)
+        self.backoff.failed(key, exc, retry="retrying with a smaller batch", soon=True)
 
     def _settle(self) -> None:
         """End the transaction a failure may have left open (aborted) on this thread's

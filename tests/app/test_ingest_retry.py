@@ -8,10 +8,11 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import httpx
 import pytest
 
-from app.ingest.backoff import MAX_DELAY_S
+from app.ingest.backoff import MAX_DELAY_S, Backoff
 from app.ingest.worker import IngestWorker
 from tests.app.test_ingest_bad_input import ingest, query
 from tests.conftest import wait_for
@@ -241,3 +242,16 @@ def test_a_tick_far_longer_than_expected_shows_as_stuck(tmp_path):
                                   "restart the server if it stays")
         assert worker.failure is None  # the tick ended
         assert query(mon, "SELECT count(*) FROM metrics_all") == [(60_005,)]
+
+
+def test_a_failure_says_once_how_it_is_retried_and_a_one_shot_run_leaves_it_out():
+    # health read "...; retrying with a smaller batch; retrying" beside a refused sort
+    backoff = Backoff()
+    error = duckdb.OutOfMemoryException("failed to offload data block")
+    backoff.failed("r/metrics.jsonl", error, retry="retrying with a smaller batch", soon=True)
+    said = backoff.summary()
+    assert said.endswith(": OutOfMemoryException: failed to offload data block; retrying with "
+                         "a smaller batch") and said.count("retrying") == 1
+    assert backoff.summary(then=False).endswith("failed to offload data block")
+    backoff.failed("r/metrics.jsonl", error, note="raise --memory-limit")
+    assert backoff.summary().endswith("data block; raise --memory-limit; retrying")
