@@ -78,10 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=8501)
 
     diagnose = sub.add_parser("diagnose", help="incidents and their likely causes")
-    diagnose.add_argument("path", type=Path, nargs="?",
-                          help="a run folder or a log directory (or --logdir DIR)")
     # every other command takes --logdir: a new user's `diagnose --logdir runs` is the same
-    diagnose.add_argument("--logdir", type=Path, help="the same as PATH")
+    folder = diagnose.add_mutually_exclusive_group(required=True)
+    folder.add_argument("path", type=Path, nargs="?",
+                        help="a run folder or a log directory (or --logdir DIR)")
+    folder.add_argument("--logdir", type=Path, help="the same as PATH")
     diagnose.add_argument("--db", type=Path, help="DuckDB file (default LOGDIR/.cliffwatch/)")
     diagnose.add_argument("--json", action="store_true", help="a list of objects, not a report")
     settings_mod.add_arguments(diagnose)
@@ -118,18 +119,6 @@ def _alerts_parser(sub) -> None:
     for parser in (silence, unsilence, action.choices["test"], listing):
         _logdir_args(parser, required=False)
         settings_mod.add_arguments(parser)
-
-
-def _diagnosed(args) -> Path:
-    """``diagnose``'s folder: PATH or --logdir, one of them."""
-    if args.path is None and args.logdir is None:
-        raise CliffwatchError("diagnose needs a folder: `diagnose runs/NAME` for one run, or "
-                              "`diagnose runs` (or --logdir runs) for every run in it")
-    if args.path is not None and args.logdir is not None \
-            and args.path.resolve() != args.logdir.resolve():
-        raise CliffwatchError(f"diagnose got two folders, {args.path} and --logdir "
-                              f"{args.logdir}; give one")
-    return args.path if args.path is not None else args.logdir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +180,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "diagnose":
         from .diagnose import diagnose_command
 
-        return diagnose_command(_diagnosed(args), args.db, args.json, settings_mod.resolve(args))
+        return diagnose_command(args.path or args.logdir, args.db, args.json,
+                                settings_mod.resolve(args))
     if args.command == "replay":
         from .replay import replay
 
