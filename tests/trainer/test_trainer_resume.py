@@ -6,9 +6,12 @@ default kernels ended up to 3.0e-4 apart in a parameter, a resumed one 2.2e-4 fr
 from __future__ import annotations
 
 import json
+import os
 
 import torch
 from trainer_testlib import close, events, metrics
+
+from trainer.train import deterministic
 
 N = 10  # crosses an epoch boundary (tiny: ~9 steps per epoch) and resumes mid-epoch
 
@@ -59,10 +62,26 @@ def test_resume_logs_an_event_and_a_second_attempt(run_tiny):
     assert epochs == sorted(set(epochs))  # resuming mid-epoch starts no epoch twice
 
 
-def test_deterministic_kernels_change_no_number_and_are_put_back(run_tiny):
+def test_deterministic_kernels_change_no_number_and_leave_the_callers_setting(run_tiny):
     common = {"steps": 4, "log_every_steps": 1, "device": "cpu"}
     plain = run_tiny("plain", **common)
     strict = run_tiny("strict", deterministic=True, **common)
     assert json.loads((strict / "run.json").read_text())["config"]["run"]["deterministic"]
     assert [line["loss"] for line in metrics(strict)] == [line["loss"] for line in metrics(plain)]
-    assert not torch.are_deterministic_algorithms_enabled()  # the caller's process as it was
+    assert not torch.are_deterministic_algorithms_enabled()  # put back as it was ...
+    torch.use_deterministic_algorithms(True)
+    try:
+        run_tiny("caller-strict", **common)
+        assert torch.are_deterministic_algorithms_enabled()  # ... also when it was on
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_deterministic_turns_on_the_kernels_and_cublas_workspace(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        deterministic()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    finally:
+        torch.use_deterministic_algorithms(False)
