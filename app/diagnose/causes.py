@@ -495,9 +495,10 @@ def _stall(incident, ctx, window, others) -> str | None:
     stall = hits[-1]
     ratio = stall.value / stall.baseline if stall.baseline else math.inf
     later = int((window["line_id"] > stall.line_id).sum())
+    steps = stall.detail["steps"]  # since the line before: 1 is the next step, none missed
     return sourced(f"{seconds(stall.value)} passed without a log line before step {stall.step} "
-                   f"({ratio:.1f}x the typical {seconds(stall.baseline)}; "
-                   f"{stall.detail['steps']} steps unlogged), {later} line"
+                   f"({ratio:.1f}x the typical {seconds(stall.baseline)}; {steps} "
+                   f"step{'s' if steps != 1 else ''} since the line before), {later} line"
                    f"{'s' if later != 1 else ''} before step {incident.step}.", True,
                    "the gaps between the log's times")
 

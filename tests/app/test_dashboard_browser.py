@@ -325,7 +325,7 @@ def test_a_log_finished_before_the_server_started_says_so_not_stalled(browser, l
     try:
         page.goto(f"{live.url}/run?run=tb-finished")
         chart(page, "loss").first.wait_for(timeout=30_000)
-        page.get_by_text("finished or stopped before cliffwatch started").first.wait_for(
+        page.get_by_text("was already complete when cliffwatch first saw it").first.wait_for(
             timeout=30_000)
         assert page.get_by_text("Stalled").count() == 0
     finally:

@@ -40,7 +40,7 @@ def test_plain_seed_log_stalls_spikes_and_cliff(tmp_path):
                        ("stall", "gap_s", 4019)]
     by_step = {i["step"]: i for i in found}
     assert by_step[2029]["causes"] == ["stall"] and by_step[4021]["causes"] == ["stall"]
-    assert "167.2 s" in by_step[2029]["evidence"][0] and "27 steps" in (
+    assert "167.2 s" in by_step[2029]["evidence"][0] and "27 steps since the line before" in (
         by_step[2029]["evidence"][0])
     assert not {"stall", "checkpoint"} & set(by_step[4231]["causes"])
     assert by_step[4231]["end_step"] == 4499 and by_step[4231]["value"] < 0.01  # its bottom

@@ -186,9 +186,11 @@ def stall_banner(run: str) -> None:
 def stopped_text(run: str, row: dict) -> str:
     """A log silent since before cliffwatch first saw it (issue 20, item 4): no stall."""
     when = wording.clock(time.time() - float(row["since_last_s"]))
-    return (f"Run {wording.md(run)} finished or stopped before cliffwatch started (last "
-            f"written {when}); nothing was written since cliffwatch first saw it. The charts "
-            "go on by themselves if it writes again.")
+    # "before cliffwatch started" read wrong for a log copied in while it ran (the llm.c log
+    # of a review, last written a minute after the server's start)
+    return (f"Run {wording.md(run)} was already complete when cliffwatch first saw it (it "
+            f"finished before, or was copied in whole; last written {when}); nothing was "
+            "written since. The charts go on by themselves if it writes again.")
 
 
 def stalled_text(run: str, row: dict) -> str:

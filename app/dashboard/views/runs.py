@@ -31,8 +31,8 @@ ROWS = 25
 STATE_HELP = ("live; stalled: no line for longer than the stall rule's budget; finished or "
               "failed: run_end said so, or another trainer's log marks the end of training; "
               "idle: another trainer's log (it writes no run_end) that has not grown for "
-              "--idle-after seconds without marking its end; stopped: finished or stopped "
-              "before cliffwatch started (silent since before it first saw the log)")
+              "--idle-after seconds without marking its end; stopped: already complete when "
+              "cliffwatch first saw it (it finished before, or was copied in whole)")
 
 
 def forward_old_link() -> None:
