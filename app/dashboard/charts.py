@@ -312,12 +312,24 @@ RUN_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", 
               "#ff9da6", "#9d755d", "#bab0ac"]
 
 
+# The compare chart's height. Streamlit fits title, axes and legend inside the height it is
+# given, and this legend is a row per run under the plot: the default height left a plot of
+# 40 px for five runs (seen in a review of the pages), so the height grows with the runs.
+COMPARE_PLOT_PX, COMPARE_AXES_PX, LEGEND_ROW_PX = 260, 130, 22
+
+
+def compare_height(runs: int) -> int:
+    """The height to draw compare_chart of ``runs`` runs: plot, title and axes, and the
+    legend's rows (one per run, and its title)."""
+    return COMPARE_PLOT_PX + COMPARE_AXES_PX + LEGEND_ROW_PX * (runs + 1)
+
+
 def compare_chart(frames: dict[str, pd.DataFrame], metric: str, *,
                   x: str = "step") -> alt.Chart | alt.LayerChart:
     """One metric of several runs overlaid, a colour per run and a line per attempt; where
     any run's series was bucketed, the min/max band, and each line through its buckets' min
     and max as the Run page draws it (metric_chart), so the seed's spike to 13 reads 13 here
-    too, not a bucket's mean of 7."""
+    too, not a bucket's mean of 7. Draw it ``compare_height(len(frames))`` high."""
     columns = ["x", "attempt", "value", "lo", "hi", "lo_step", "hi_step", "n"]
     parts = [f.loc[f["metric"] == metric, columns].assign(run=run) for run, f in frames.items()]
     rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(

@@ -251,6 +251,11 @@ def test_compare_draws_each_run_in_its_own_colour_with_its_full_name(served, tab
     strokes = chart.evaluate("""c => [...new Set([...c.querySelectorAll('.mark-line path')]
         .map(p => p.getAttribute('stroke')))]""")
     assert sorted(strokes) == sorted(RUN_COLORS[:2]), strokes
+    # the legend's rows add to the chart's height, not take the plot's: Streamlit's default
+    # height left a plot of 40 px for five runs, 131 for two
+    plot = chart.evaluate("""c => Math.max(...[...c.querySelectorAll('.role-axis-grid')]
+        .map(g => g.getBBox().height))""")
+    assert plot >= 200, plot
 
 
 # ---- the SQL page ---------------------------------------------------------------------------

@@ -79,7 +79,8 @@ def live(chosen: list[str], metric: str, align: str) -> None:
         st.info(f"No values of {wording.md(metric)} yet in {wording.md(', '.join(chosen))}.")
         return
     spec = charts.vega_lite(charts.compare_chart(frames, metric, x=align))
-    st.vega_lite_chart(spec=spec, width="stretch", alt=f"{metric} of {', '.join(frames)}")
+    st.vega_lite_chart(spec=spec, width="stretch", height=charts.compare_height(len(frames)),
+                       alt=f"{metric} of {', '.join(frames)}")
     st.download_button("PNG", data=lambda: export.png(spec), file_name=f"compare-{metric}.png",
                        mime="image/png", on_click="ignore", help="download the chart as an image")
     for run, drawn in stood.items():
