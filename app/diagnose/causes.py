@@ -13,7 +13,10 @@ Vocabulary (most likely first when several apply):
 - ``evaluation``: an evaluation pass at the steps of a stall's gap: one the log announced
   (``eval_start`` / ``eval_end`` events, as cliffwatch's callbacks write them, quoting its
   seconds), else evaluation rows (table evals); it comes before a save logged in the same gap
-  where it took longer than the save blocked the loop;
+  where it took longer than the save blocked the loop. An evaluation row is no cause when the
+  evaluations before it took no pause (``ROUTINE``): an eval scalar logged every 100 steps
+  sat in one unexplained 45 s gap of a TensorBoard log whose 14 other evaluations cost
+  nothing, and was named its cause;
 - ``swap``, ``input_wait``, ``gpu_memory``: what system.jsonl says the machine did inside a
   stall's gap: swap in use grew; the GPUs idled with the input queue empty, or one core was
   pegged; a GPU's memory was near its total (system.py);
@@ -46,6 +49,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -59,6 +63,7 @@ from ..db import queries
 from . import schedule, system
 from .detect import BEFORE, SCHEDULE, Incident, is_grad_norm
 from .evidence import lines_before, of_event, seconds, sourced
+from .rules import EVAL_HISTORY, STALL_RATIO
 
 BUCKET_RUN_MIN = 16  # micro-batches from one bucket before it counts ...
 BUCKET_RUN_TIMES_TYPICAL = 3.0  # ... and this many times the run's 99th percentile
@@ -72,6 +77,9 @@ SIGNS = {"step_back": "the step went back", "clock_back": "the time field went b
          "epoch_reset": "the epoch field went back to 0", "resume_event": "a resume event",
          "file_truncated": "the log was truncated", "file_replaced": "the log was replaced"}
 LOGGED_SIGNS = {"resume_event"}  # the others are cliffwatch's conclusions
+# the evaluations a run must have logged before one that held a gap, for their pauses to say
+# whether its evaluations take time (_took_no_pause)
+ROUTINE = 3
 EVAL_EVENTS = ("eval_start", "eval_end")  # an evaluation pass the log announced (callbacks)
 
 
@@ -94,6 +102,8 @@ class RunContext:
     evals: list[dict] = field(default_factory=list)  # evaluation rows at the lines' steps
     attempts: dict[int, Attempt] = field(default_factory=dict)
     machine: system.Machine | None = None  # system.jsonl's samples around the lines
+    # the gaps (s) around the run's last evaluations below a step (_eval_gaps)
+    eval_gaps: Callable[[int], list[float]] | None = None
 
     def index(self, line_id: int) -> int:
         return int(np.searchsorted(self.lines["line_id"].to_numpy(), line_id))
@@ -112,7 +122,7 @@ def load_context(cursor, run: str) -> RunContext:
     return RunContext(_events(cursor, "run_events", {"run": run}), lines,
                       steps_per_epoch(cursor, run), runs, owners, buckets.typical(), lr.name,
                       _evals(cursor, run, *keys.INT64), _attempts(cursor, run),
-                      system.read(cursor, run))
+                      system.read(cursor, run), _eval_gaps(cursor, run))
 
 
 def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None = None,
@@ -135,7 +145,8 @@ def window_context(cursor, run: str, window: pd.DataFrame, lr_name: str | None =
                       0.0, lr_name, _evals(cursor, run, lo, hi) if evaluations else [],
                       _attempts(cursor, run),
                       system.read(cursor, run, int(lines["line_id"].min()),
-                                  int(lines["line_id"].max())))
+                                  int(lines["line_id"].max())),
+                      _eval_gaps(cursor, run) if evaluations else None)
 
 
 def _events(cursor, query: str, params: dict) -> list[dict]:
@@ -149,6 +160,16 @@ def _evals(cursor, run: str, lo: int, hi: int) -> list[dict]:
     skip = keys.NOT_METRICS | {"kind"}
     return [{k: v for k, v in row.items() if v is not None and (k == "step" or k not in skip)}
             for row in table.to_pylist()]
+
+
+def _eval_gaps(cursor, run: str) -> Callable[[int], list[float]]:
+    """The seconds between the lines around each of the run's last EVAL_HISTORY evaluations
+    below a step, oldest first: read only for a stall whose gap holds an evaluation row."""
+    def below(step: int) -> list[float]:
+        rows = queries.execute(cursor, "diagnose/eval_gaps",
+                               {"run": run, "before": step, "last": EVAL_HISTORY}).fetchall()
+        return [float(gap) for _, gap in rows if gap is not None]
+    return below
 
 
 def _attempts(cursor, run: str) -> dict[int, Attempt]:
@@ -232,6 +253,7 @@ def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> No
     lo = hi - 1 if incident.kind == "stall" else ctx.index(incident.from_line_id)
     window = ctx.lines.iloc[max(lo, 0):hi + 1]
     found: dict[str, str] = {}
+    ruled: dict[str, str] = {}  # causes a check ruled out, and why
     for cause, check in CHECKS:
         if incident.kind not in ONLY.get(cause, (incident.kind,)) or (
                 cause == "stall" == incident.kind):
@@ -239,18 +261,30 @@ def attribute(incident: Incident, ctx: RunContext, others: list[Incident]) -> No
         if cause in SAVED and "checkpoint" in found:
             continue
         sentence = check(incident, ctx, window, others)
-        if sentence:
+        if isinstance(sentence, RuledOut):
+            ruled[cause] = sentence
+        elif sentence:
             found[cause] = sentence
     if not found:
-        found["unknown"] = (f"nothing logged explains it: no checkpoint, resume, evaluation, "
-                            f"stall, learning-rate change, epoch boundary or single-bucket run "
-                            f"in the {BEFORE} lines before step {incident.step}.")
+        found["unknown"] = _unexplained(incident, ruled)
     order = [*ORDER, "unknown"]
     if {"checkpoint", "evaluation"} <= found.keys() and _evaluation_first(incident, ctx, window):
         order.remove("evaluation")
         order.insert(order.index("checkpoint"), "evaluation")
     incident.causes = [c for c in order if c in found]
     incident.evidence = [found[c] for c in incident.causes]
+
+
+class RuledOut(str):
+    """A check's finding that rules its cause out (an evaluation row in a gap where the
+    run's evaluations take no time): said when nothing else explains the incident."""
+
+
+def _unexplained(incident, ruled: dict[str, str]) -> str:
+    causes = ", ".join(c for c in ("checkpoint", "resume", "evaluation", "stall") if c not in ruled)
+    return " ".join([f"nothing logged explains it: no {causes}, learning-rate change, epoch "
+                     f"boundary or single-bucket run in the {BEFORE} lines before step "
+                     f"{incident.step}.", *ruled.values()])
 
 
 def _checkpoint(incident, ctx, window, others) -> str | None:
@@ -403,10 +437,32 @@ def _evaluation(incident, ctx, window, others) -> str | None:
     if not rows:
         return None
     row = rows[-1]
+    routine = _took_no_pause(incident, ctx, lo, row["step"])
+    if routine:
+        return routine
     return sourced(f"an evaluation pass at step {row['step']}{_values(row)} ran inside the "
                    f"{seconds(incident.value)} gap before step {incident.step}.", False,
                    f"evaluation row{'s' if len(rows) != 1 else ''} at step "
                    f"{', '.join(str(r['step']) for r in rows)}")
+
+
+def _took_no_pause(incident, ctx, lo: int, step: int) -> RuledOut | None:
+    """Why the evaluation row at ``step`` is no cause of a stall: of the run's last
+    EVAL_HISTORY evaluations below step ``lo`` (at least ROUTINE of them), fewer than half
+    had a gap around them STALL_RATIO times the training's typical one. None when they paused
+    (or too few are known to say): a routine evaluation every N steps that takes time."""
+    gaps = ctx.eval_gaps(lo) if ctx.eval_gaps else []
+    typical = incident.detail.get("typical_s", incident.baseline)
+    if len(gaps) < ROUTINE or not typical:
+        return None
+    quick = [g for g in gaps if g <= STALL_RATIO * typical]
+    if 2 * len(quick) <= len(gaps):
+        return None
+    many = f"{len(quick)} of the {len(gaps)}" if len(quick) < len(gaps) else f"the {len(gaps)}"
+    # no "(inferred: ...)" of its own: the report would read it as the unknown cause's source
+    return RuledOut(f"The evaluation row at step {step} is not its cause: {many} evaluations "
+                    f"before it paused nothing (the log's lines around them at most "
+                    f"{seconds(max(quick))} apart, against a typical {seconds(typical)}).")
 
 
 def _eval_event(ctx, lo: int, hi: int) -> dict | None:

@@ -66,7 +66,8 @@ class Stalls:
             found.append(Incident(
                 detector.run, "stall", keys.GAP, lines.step(line), lines.step(line),
                 float(dt[p]), baseline, **lines.context(line),
-                detail={"steps": int(dsteps[p])}))
+                # the training's typical gap, also when the yardstick is an evaluation's
+                detail={"steps": int(dsteps[p]), "typical_s": float(typical[p])}))
         return found
 
     def _pause_baseline(self, steps: np.ndarray, p: int, gap: float, typical: float,

@@ -72,6 +72,21 @@ def eval_stall(rng: random.Random) -> list[dict]:
     return lines
 
 
+def routine_evals(rng: random.Random) -> list[dict]:
+    """An evaluation row every 100 steps that costs nothing (the next line comes 10 s later,
+    as every line does), and one 70 s gap before step 510, the line after the evaluation at
+    step 500: a TensorBoard log's shape (an eval scalar every 100 steps, one unexplained gap)
+    where the evaluation was named the cause."""
+    lines, t = [], 0.0
+    for step in range(10, 1001, 10):
+        t += 70.0 if step == 510 else 10.0 * rng.uniform(0.97, 1.03)
+        lines.append({"step": step, "loss": round(3.0 * rng.uniform(0.98, 1.02), 4),
+                      "elapsed_s": round(t, 2)})
+        if step % 100 == 0:
+            lines.append({"step": step, "val_loss": 2.9, "elapsed_s": round(t, 2)})
+    return lines
+
+
 def grad_then_loss(rng: random.Random) -> list[dict]:
     """The grad norm jumps 10x at step 300, the loss 4x at step 302 (the grad norm calm again)."""
     return [{"step": s, "grad_norm": 3.0 if s == 300 else round(0.3 * rng.uniform(0.95, 1.05), 4),
@@ -112,6 +127,8 @@ CASES = {
     "constant": lambda f: write_run(f, warm_up(random.Random(1), None)),
     "periodic": lambda f: write_run(f, periodic_stalls(random.Random(2))),
     "evaluation": lambda f: write_run(f, eval_stall(random.Random(3)), name="train_log.jsonl"),
+    "routine_evals": lambda f: write_run(f, routine_evals(random.Random(3)),
+                                         name="train_log.jsonl"),
     "grad_then_loss": lambda f: write_run(f, grad_then_loss(random.Random(4))),
     "bumps": lambda f: write_run(f, grad_bumps(random.Random(5))),
     "restarted": lambda f: write_run(f, restarted(random.Random(6))),
@@ -168,6 +185,18 @@ def test_an_evaluation_row_inside_a_stall_explains_it(found):
     assert stall.evidence == [
         f"an evaluation pass at step 500 (val_loss 2.91) ran inside the {stall.value:.1f} s "
         "gap before step 510. (logged: evaluation row at step 500)"]
+
+
+def test_an_evaluation_row_is_no_cause_where_the_runs_evaluations_take_no_time(found):
+    """The evaluations at steps 100-400 each came with a 10 s gap, as every line did: the one
+    at step 500 inside a 70 s gap is not named its cause, and the report says why."""
+    (stall,) = found["routine_evals"].values()
+    assert (stall.kind, stall.step, stall.causes) == ("stall", 510, ["unknown"])
+    (said,) = stall.evidence
+    assert said.startswith("nothing logged explains it: no checkpoint, resume, stall, ")
+    assert said.endswith(" The evaluation row at step 500 is not its cause: the 4 evaluations "
+                         "before it paused nothing (the log's lines around them at most 10.3 s "
+                         f"apart, against a typical {stall.baseline:.1f} s)."), said
 
 
 def test_a_grad_norm_spike_before_a_loss_spike_is_quoted(found):
@@ -236,7 +265,7 @@ def test_live_diagnosis_stores_the_causes_the_whole_run_gives(tmp_path, split):
     """Lines ingested in two parts; the stored causes and evidence are the whole run's (the
     periodic run's first stalls are judged again as the later ones arrive: split before,
     between and after them)."""
-    names = ("warmup", "periodic", "grad_then_loss", "evaluation")
+    names = ("warmup", "periodic", "grad_then_loss", "evaluation", "routine_evals")
     full = {}
     for name in names:
         CASES[name](tmp_path / "full" / name)
