@@ -88,24 +88,6 @@ def default_panels(options: list[str], watch: Watch | None = None) -> list[str]:
     return _in_order(named, globbed[:WATCHED_PANELS])
 
 
-def stand_in(metric: str, names: list[str], watch: Watch) -> str | None:
-    """A run's own metric to draw for ``metric`` where it logs none of that name: one of the
-    same kind for diagnosis (a loss for a loss) whose last word is ``metric``, a training
-    one before the others. Compare's "loss" of a TensorBoard run is its ``train/loss``, of a
-    Lightning CSV its ``train_loss``; a metric diagnosis does not watch has none::
-
-        stand_in("loss", ["train/loss", "val/loss", "lr"], Watch())  ->  "train/loss"
-        stand_in("lr", ["train/lr"], Watch())                        ->  None
-    """
-    kind = watch.kind_of(metric)
-    if kind is None:
-        return None
-    word = metric.lower()
-    same = [n for n in names
-            if watch.kind_of(n) == kind and re.split(r"[/_.\-]", n.lower())[-1] == word]
-    return min(same, key=lambda n: ("train" not in n.lower(), len(n), n), default=None)
-
-
 def _in_order(named: list[str], globbed: list[str]) -> list[str]:
     """The watched panels right after the named loss and accuracy, before the rest (lr,
     queue, gaps): the curve an incident is about sits at the top."""

@@ -31,13 +31,15 @@ def version(run: str) -> tuple:
 def runs_page(ask):
     """One page of the Runs table (an ``app.read.runs.Ask``): never every run at once, and a
     short time to live (a page of runs has no single version to key on)."""
+    from ..diagnose.rules import Watch
     from ..read import runs as runs_mod
 
     current = server_state.current()
     alerts = getattr(current, "alerts", None)  # its stall rule judges "stalled"
     return runs_mod.page(cursor(), ask, rules=getattr(alerts, "rules", None),
                          tails=_tails(str(current.monitor.db.path)),
-                         idle_after=current.settings.idle_after)
+                         idle_after=current.settings.idle_after,
+                         watch=Watch.of(current.settings))
 
 
 @st.cache_resource(show_spinner=False)

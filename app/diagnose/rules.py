@@ -6,6 +6,7 @@ is. ``detect.py`` says how the rules read a run's lines."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 
 from .. import keys
@@ -156,3 +157,25 @@ class Watch:
         spikes are warnings) nor a learning rate (its warm-up is a planned climb)."""
         return (self.kind_of(metric) == "spike" and not is_grad_norm(metric)
                 and not is_schedule(metric))
+
+    def stand_in(self, metric: str, names: list[str]) -> str | None:
+        """A run's own metric to show for ``metric`` where it logs none of that name: one of
+        the same kind (a loss for a loss) whose last word is ``metric``, a training one before
+        the others. The "loss" of a TensorBoard run is its ``train/loss``, of a Lightning CSV
+        its ``train_loss``; a metric diagnosis does not watch has none (Compare draws it, the
+        Runs table shows its newest value)::
+
+            Watch().stand_in("loss", ["train/loss", "val/loss", "lr"])  ->  "train/loss"
+            Watch().stand_in("lr", ["train/lr"])                        ->  None
+        """
+        return next(iter(self.stand_ins(metric, names)), None)
+
+    def stand_ins(self, metric: str, names: list[str]) -> list[str]:
+        """Every name stand_in() could choose, its choice first."""
+        kind = self.kind_of(metric)
+        if kind is None:
+            return []
+        word = metric.lower()
+        same = [n for n in names
+                if self.kind_of(n) == kind and re.split(r"[/_.\-]", n.lower())[-1] == word]
+        return sorted(same, key=lambda n: ("train" not in n.lower(), len(n), n))

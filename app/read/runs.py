@@ -40,7 +40,9 @@ last ``window_s`` seconds within that range: at more than ``TAIL_LINES`` lines i
 the span the range covers; the 300 s end now, not at the newest line (app/read/pace.py:
 a run that stops writing shows a pace that falls to 0). Only a run whose newest
 ``TAIL_LINES`` lines carry no loss (or accuracy) at all reads further back for it, one
-column, row groups with none skipped.
+column, row groups with none skipped. A run that logs no ``loss`` at all shows its own metric
+of that kind as Compare draws it (``Watch.stand_in``: a TensorBoard run's ``train/loss``), and
+``stood_in`` names it (the page says so under the table).
 """
 
 from __future__ import annotations
@@ -60,12 +62,13 @@ from ..alerts.rules import Rule, default_rules
 from ..alerts.stall import Quiet, StallJudge, before_watch
 from ..db import queries
 from ..db.readonly import jsonable
+from ..diagnose.rules import Watch
 from ..errors import CliffwatchError
 from . import frame, pace
 
 COLUMNS = ["run", "state", "status", "last_step", "last_loss", "last_accuracy", "lines",
            "lines_per_min", "since_last_s", "incidents", "open_incidents", "alert_state",
-           "last_seen"]
+           "last_seen", "stood_in"]
 ENDED = {"completed": "finished", "failed": "failed", "interrupted": "interrupted"}
 ALERT_ORDER = ("firing", "pending", "silenced")
 STATE_ORDER = {"live": 0, "stalled": 1, "idle": 2, "stopped": 2, "failed": 2,
@@ -198,14 +201,15 @@ def api_page(cursor, ask: Ask, now: float | None = None,
 
 def page(cursor, ask: Ask = Ask(), now: float | None = None, *,
          rules: list[Rule] | None = None, tails: Tails | None = None,
-         idle_after: float = IDLE_AFTER) -> Page:
+         idle_after: float = IDLE_AFTER, watch: Watch | None = None) -> Page:
     """One page of the Runs table (live first, then the most recently written, then by name)
     and how many runs match. ``rules``: the rules in force (the stall rule judges stalls);
     ``tails``: newest lines read before, kept across calls (the page refreshes every 2 s);
-    ``idle_after``: seconds without growth after which another trainer's run is idle."""
+    ``idle_after``: seconds without growth after which another trainer's run is idle;
+    ``watch``: the server's loss and accuracy metrics (a run's stand-ins, Watch.stand_in)."""
     now = time.time() if now is None else now
     table, total = listed(cursor, ask, now, idle_after)
-    return Page(describe(cursor, table, now, rules, tails, idle_after), total, ask)
+    return Page(describe(cursor, table, now, rules, tails, idle_after, watch), total, ask)
 
 
 def exists(cursor, run: str) -> bool:
@@ -220,12 +224,15 @@ def runs_table(cursor, now: float | None = None, *, rules: list[Rule] | None = N
 
 
 def describe(cursor, table: pd.DataFrame, now: float | None, rules: list[Rule] | None,
-             tails: Tails | None = None, idle_after: float = IDLE_AFTER) -> pd.DataFrame:
-    """The Runs table's columns for the runs listed: each run's newest lines, bounded reads."""
+             tails: Tails | None = None, idle_after: float = IDLE_AFTER,
+             watch: Watch | None = None) -> pd.DataFrame:
+    """The Runs table's columns for the runs listed: each run's newest lines, bounded reads.
+    ``watch``: which metrics are losses and accuracies (the server's settings; Watch())."""
     now = time.time() if now is None else now
     if table.empty:
         return pd.DataFrame(columns=COLUMNS)
-    table = table.join(newest_lines(cursor, list(table["run"]), tails), on="run")
+    table = table.join(newest_lines(cursor, list(table["run"]), tails, watch or Watch()),
+                       on="run")
     table["lines"] = table["lines"].fillna(0).astype(int)
     table["incidents"], table["open_incidents"] = incident_counts(cursor, table)
     table["since_last_s"] = now - table["last_write"]
@@ -265,7 +272,8 @@ class Tails:
                 self.rows.popitem(last=False)
 
 
-def newest_lines(cursor, runs: list[str], tails: Tails | None = None) -> pd.DataFrame:
+def newest_lines(cursor, runs: list[str], tails: Tails | None = None,
+                 watch: Watch | None = None) -> pd.DataFrame:
     """Per run: lines, and the step, loss, accuracy and pace of its newest lines (index: run;
     a run with no metrics lines is absent). ``tails``: rows read before, reused for each run
     whose metrics files ingest has not committed since (read/runs_files says)."""
@@ -276,16 +284,16 @@ def newest_lines(cursor, runs: list[str], tails: Tails | None = None) -> pd.Data
                     .itertuples(index=False, name=None))
         known, row = tails.get(run, key) if tails is not None else (False, None)
         if not known:
-            row = newest_line(cursor, run, group)
+            row = newest_line(cursor, run, group, watch or Watch())
             if tails is not None:
                 tails.put(run, key, row)
         if row is not None:
             rows.append(row)
     return pd.DataFrame(rows, columns=["run", "lines", "last_step", "lines_per_min", "tail",
-                                       *NEWEST]).set_index("run")
+                                       *NEWEST, "stood_in"]).set_index("run")
 
 
-def newest_line(cursor, run: str, group: pd.DataFrame) -> dict | None:
+def newest_line(cursor, run: str, group: pd.DataFrame, watch: Watch) -> dict | None:
     """newest_lines()'s row for one run (``group``: its metrics files), or None (no lines)."""
     ends = [file_end(cursor, f) for f in group.itertuples()]
     lines = sum(n for n, _ in ends)
@@ -307,7 +315,28 @@ def newest_line(cursor, run: str, group: pd.DataFrame) -> dict | None:
             row[column] = older_value(cursor, column.removeprefix("last_"),
                                       [(file, lo), *((f, last + 1) for f in group["file_id"]
                                                      if f != file)])
+    row["stood_in"] = stand_ins(cursor, row, watch, [(f, last + 1) for f in group["file_id"]])
     return row
+
+
+def stand_ins(cursor, row: dict, watch: Watch, places: list[tuple[int, int]]) -> str | None:
+    """Fill the loss or accuracy of a run that logs none under that name (its value is still
+    missing after older_value) with the newest value of its own of that kind (Watch.stand_in:
+    a TensorBoard run's train/loss); what stood in ("loss: train/loss"), else None. The
+    candidates are the database's columns in stand_in's order, tried until one holds a value
+    of this run's: a run with no accuracy-like metric reads nothing where no log has one."""
+    said = []
+    for column in NEWEST:
+        if not pd.isna(row[column]):
+            continue
+        metric = column.removeprefix("last_")
+        for name in watch.stand_ins(metric, sorted(_columns(cursor) - {metric})):
+            value = older_value(cursor, name, places)
+            if value is not None:
+                row[column] = value
+                said.append(f"{metric}: {name}")
+                break
+    return ", ".join(said) or None
 
 
 def file_end(cursor, file) -> tuple[int, int | None]:
@@ -321,12 +350,17 @@ def file_end(cursor, file) -> tuple[int, int | None]:
 def older_value(cursor, column: str, places: list[tuple[int, int]]) -> float | None:
     """The newest non-NULL ``column`` below rowid ``before`` of each (file, before), or None
     (also when no log has the column yet)."""
-    if column not in {f.name for f in queries.arrow_small(cursor, "read/tiles_columns").schema}:
+    if column not in _columns(cursor):
         return None
     found = [queries.execute(cursor, "read/runs_last_value", {"file": file, "before": before},
                              {"column": column}).fetchall()[0] for file, before in places]
     return max(((line, value) for value, line in found if line is not None),
                default=(None, None))[1]
+
+
+def _columns(cursor) -> set[str]:
+    """The metrics lines' columns, every log's."""
+    return {f.name for f in queries.arrow_small(cursor, "read/tiles_columns").schema}
 
 
 def incident_counts(cursor, table: pd.DataFrame) -> tuple[list[int], list[int]]:

@@ -218,6 +218,35 @@ def test_a_run_whose_loss_is_named_otherwise_draws_it_by_default(served, browser
         page.close()
 
 
+def test_the_runs_table_shows_a_loss_named_otherwise_as_its_loss(tmp_path):
+    """A TensorBoard run logging ``train/loss`` and ``train/accuracy`` showed "None" under
+    loss and accuracy on the Runs page: it shows their newest values, and names them."""
+    logs = tmp_path / "logs"
+    tensorboard_tags(logs / "tensorboard-tags")
+    any_jsonl(logs / "own-jsonl")
+    with ingest(logs) as mon:
+        table = runs.runs_table(mon.db.cursor()).set_index("run")
+    tags, own = table.loc["tensorboard-tags"], table.loc["own-jsonl"]
+    # the newest line stored (an event file's last step waits for the file to settle)
+    last = int(tags.last_step)
+    assert (tags.last_loss, tags.last_accuracy) == (pytest.approx(loss(last)),
+                                                    pytest.approx(last / STEPS))
+    assert tags.stood_in == "loss: train/loss, accuracy: train/accuracy"
+    assert own.last_loss == pytest.approx(loss(STEPS))  # its own loss; no accuracy anywhere
+    assert math.isnan(own.last_accuracy) and not isinstance(own.stood_in, str)
+
+
+def test_the_runs_page_says_which_metric_stood_in(served, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1200})
+    try:
+        page.goto(f"{served.url}/")
+        page.get_by_text("Logged under another name, shown as loss or accuracy: "
+                         "tensorboard-tags (loss: train/loss, accuracy: train/accuracy).") \
+            .wait_for(timeout=30_000)
+    finally:
+        page.close()
+
+
 def test_compare_overlays_every_format(served, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1200})
     try:

@@ -67,8 +67,8 @@ def test_a_run_without_the_compared_metric_stands_in_its_own_of_that_kind():
     (Lightning's CSV) is that loss, a training one before a validation one; nothing stands in
     for a metric diagnosis does not watch, or for one whose last word differs."""
     watch = Watch()
-    assert panels.stand_in("loss", ["val/loss", "train/loss", "lr"], watch) == "train/loss"
-    assert panels.stand_in("loss", ["val_loss", "train_loss"], watch) == "train_loss"
-    assert panels.stand_in("accuracy", ["eval/accuracy"], watch) == "eval/accuracy"
-    assert panels.stand_in("loss", ["lossy", "train/loss_scale"], watch) is None
-    assert panels.stand_in("lr", ["train/lr"], watch) is None
+    assert watch.stand_in("loss", ["val/loss", "train/loss", "lr"]) == "train/loss"
+    assert watch.stand_in("loss", ["val_loss", "train_loss"]) == "train_loss"
+    assert watch.stand_in("accuracy", ["eval/accuracy"]) == "eval/accuracy"
+    assert watch.stand_in("loss", ["lossy", "train/loss_scale"]) is None
+    assert watch.stand_in("lr", ["train/lr"]) is None

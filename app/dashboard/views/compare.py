@@ -13,7 +13,7 @@ if not __package__:  # Streamlit runs a page as a script, outside any package
     __package__ = ".".join(reversed([p.name for p in takewhile(
         lambda p: (p / "__init__.py").is_file(), Path(__file__).resolve().parents[1:])]))
 
-from . import backend, banner, charts, export, panels, picker, reads, url, wording
+from . import backend, banner, charts, export, picker, reads, url, wording
 
 ALIGN = ("step", "elapsed")
 
@@ -66,7 +66,7 @@ def live(chosen: list[str], metric: str, align: str) -> None:
     for run in chosen:
         ver = reads.version(run)
         names = reads.metric_names(run, ver)
-        drawn = metric if metric in names else panels.stand_in(metric, names, watch)
+        drawn = metric if metric in names else watch.stand_in(metric, names)
         frame = reads.series(run, ver, (drawn,), None, None, align).frame if drawn else None
         if frame is None or frame.empty:
             missing.append(run)

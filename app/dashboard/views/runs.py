@@ -109,6 +109,11 @@ def live() -> None:
     st.dataframe(table, hide_index=True, width="stretch", column_order=COLUMN_ORDER,
                  column_config=column_config())
     paging(found)
+    stood = [f"{run} ({said})" for run, said in zip(table["run"], table["stood_in"],
+                                                       strict=True) if isinstance(said, str)]
+    if stood:  # as Compare says it: the value is the run's own metric of that kind
+        st.caption(wording.md("Logged under another name, shown as loss or accuracy: "
+                              f"{'; '.join(stood)}."))
     unread.notice()
 
 
@@ -127,8 +132,10 @@ def column_config() -> dict:
                                             help="open the run's charts"),
         "state": st.column_config.TextColumn("state", help=STATE_HELP),
         "last_step": number("step", help="the newest line's step"),
-        "last_loss": number("loss", help="the newest loss logged"),
-        "last_accuracy": number("accuracy", help="the newest accuracy logged"),
+        "last_loss": number("loss", help="the newest loss logged (of a run that logs none of "
+                            "that name, its own loss by another name, said under the table)"),
+        "last_accuracy": number("accuracy", help="the newest accuracy logged (or its own "
+                                "accuracy by another name, said under the table)"),
         "since_last_s": number("quiet (s)", format="%.0f",
                                help="seconds since the monitor last saw the run's logs grow"),
         "lines_per_min": number(
