@@ -46,12 +46,23 @@ class LineJudge:
                 # judged only from its next line
                 first_time, (last_line, history_step) = batch.now, history.get(run, (-1, None))
             met.append((run, last_seen, last_line, first_time, history_step))
-        judged = {m[0]: m[2] for m in met if rules_for(self.rules, m[0])}
+        # a history run's lines are read too: whether they are still history (a copy)
+        judged = {m[0]: m[2] for m in met if rules_for(self.rules, m[0]) or m[4] is not None}
         frames, complete = new_lines.read(cursor, judged, self.watch)
         for run, last_seen, last_line, first_time, history_step in met:
-            if run in frames:
-                last_line = self._judge_run(cursor, batch, run, frames[run], last_line,
-                                            silences, active)
+            frame = frames.get(run)
+            if frame is None:
+                pass
+            elif new_lines.still_history(frame, history_step, first_time, batch.now):
+                # met again now, as history up to its newest line: a write after this pass
+                # is one the rules saw (stall.eligible), the alerts judge only later lines
+                last_line, first_time = int(frame["line_id"].iat[-1]), batch.now
+                history_step = max(history_step, int(frame["step"].max()))
+            elif rules_for(self.rules, run):
+                last_line = self._judge_run(cursor, batch, run, frame, last_line, silences,
+                                            active)
+            else:
+                last_line = int(frame["line_id"].iat[-1])
             # a run cut short by MAX_LINES keeps no `seen`: the next pass reads on
             seen = last_seen if complete or run not in judged else None
             batch.progress[run] = {"run": run, "last_line": last_line, "seen": seen,

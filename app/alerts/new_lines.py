@@ -5,14 +5,17 @@ and which runs met for the first time are history (their lines never alert)::
     frames["run-a"]   # a frame (diagnose.load.frame_of) of run-a's lines after line 41
     complete          # False when MAX_LINES cut the read short: the next pass reads on
     history(cursor, look.changed, now)   # {run: (last line, last step)} of the runs met as history
+    still_history(frame, history_step, judged_at, now)   # a copy still being read: no alerts
 """
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from ..db import queries
-from ..diagnose.detect import Watch
+from ..diagnose.detect import CLOCK, Watch
 from ..diagnose.load import frame_of
 
 HISTORY_S = 3600.0  # a run silent this long when first met is history: its lines never alert
@@ -21,6 +24,13 @@ HISTORY_S = 3600.0  # a run silent this long when first met is history: its line
 # live run is met a pass or two after its first line (20 lines a pass at 20 lines a second).
 WHOLE_LINES = 200
 MAX_LINES = 200_000  # lines read in one pass (a catch-up goes on at once in the next)
+# A run met as history whose next lines span this many times more of their own clock than
+# the wall-clock seconds since it was last judged history, and CATCH_UP_SLACK_S more, was
+# read faster than any trainer writes: a copy of an old log, or an event file, still being
+# read when the rules met it (a TensorBoard log written with last year's clock, met at step
+# 324 of 2999, paged a spike and a stall from the rest). A live run whose clock is hours off
+# writes at its clock's pace and is judged as before.
+CATCH_UP_RATIO, CATCH_UP_SLACK_S = 10.0, 60.0
 
 
 def read(cursor, afters: dict[str, int], watch: Watch) -> tuple[dict, bool]:
@@ -57,3 +67,19 @@ def history(cursor, changed: list[tuple], now: float) -> dict[str, tuple]:
     rows = queries.execute(cursor, "alerts/engine_last_lines", {"runs": runs}).fetchall()
     found.update((run, (line, -1 if step is None else step)) for run, line, step in rows)
     return found
+
+
+def still_history(frame, history_step: int | None, judged_at: float | None,
+                  now: float) -> bool:
+    """Whether a run met as history (``history_step`` not None; last judged history at
+    ``judged_at``) stays history with the new lines of ``frame``: they span more of their own
+    clock than CATCH_UP_RATIO x the seconds since then + CATCH_UP_SLACK_S; with no clock, at
+    least WHOLE_LINES lines came, more than CATCH_UP_RATIO a second."""
+    if history_step is None or judged_at is None or frame.empty:
+        return False
+    since = max(now - judged_at, 0.0)
+    clock = frame[CLOCK].to_numpy(dtype=float) if CLOCK in frame else np.array([])
+    clock = clock[np.isfinite(clock)]
+    if len(clock) >= 2:
+        return float(clock.max() - clock.min()) > CATCH_UP_RATIO * since + CATCH_UP_SLACK_S
+    return len(frame) >= WHOLE_LINES and len(frame) > CATCH_UP_RATIO * since

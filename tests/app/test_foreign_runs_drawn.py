@@ -24,6 +24,7 @@ import pytest
 from tensorboardX import SummaryWriter
 
 from app.alerts.rules import Rule
+from app.ingest import settle
 from app.read import runs
 from tests.app.test_alert_engine import Bench
 from tests.app.test_ingest_bad_input import ingest
@@ -332,6 +333,64 @@ def test_a_copied_old_log_pages_nobody_and_a_finished_one_never_stalls(tmp_path)
                        if n["kind"] == "firing")
         assert fired == [("nan", "llmc-new"), ("nan", "tb-new"), ("stall", "llmc-new"),
                          ("stall", "tb-new")]
+    finally:
+        b.monitor.close()
+
+
+def old_log(folder: Path, fmt: str, steps: int, *, start: float, nan_at: int) -> Path:
+    """A log of ``steps`` steps a second apart from ``start`` by its own clock, a NaN loss at
+    step ``nan_at``: TensorBoard's event file, or JSONL with a Unix ``timestamp``."""
+    values = [(s, math.nan if s == nan_at else loss(s % STEPS)) for s in range(1, steps + 1)]
+    if fmt == "tensorboard":
+        writer = SummaryWriter(str(folder))
+        for s, value in values:
+            writer.add_scalar("loss", value, s, walltime=start + s)
+        writer.close()
+        (path,) = folder.iterdir()
+        return path
+    folder.mkdir(parents=True)
+    path = folder / "history.jsonl"
+    path.write_text("".join(json.dumps({"iteration": s, "loss": v, "timestamp": start + s})
+                            + "\n" for s, v in values))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["tensorboard", "jsonl"])
+def test_an_old_log_met_while_still_being_copied_pages_nobody(tmp_path, fmt):
+    """An old log the rules met with a tenth of it stored (a copy under way, an event file
+    read in parts) was history up to there only: the rest paged its NaN, and a stall once
+    the copy ended. Lines that arrive far faster than their own clock ran stay history. A
+    live run whose clock is two days off writes at its clock's pace: it still pages."""
+    b = Bench(tmp_path, [STALL, NAN])
+    try:
+        whole = old_log(tmp_path / "made" / "old", fmt, 600, start=time.time() - 2 * 86400,
+                        nan_at=500)
+        data = whole.read_bytes()
+        copy = b.logs / "old" / whole.name
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(data[:len(data) // 10])
+        b.step()
+        assert 0 < b.sql("SELECT count(*) FROM metrics_all WHERE run = 'old'")[0][0] < 100
+        with copy.open("ab") as handle:  # the rest of the copy
+            handle.write(data[len(data) // 10:])
+        b.step()
+        time.sleep(settle.SETTLE_S + 0.2)  # an event file's last record, once it settled
+        b.step()
+        assert b.sql("SELECT max(step) FROM metrics_all WHERE run = 'old'")[0][0] == 600
+        b.step(time.time() + 1000)
+        assert b.notes() == []
+        skewed = time.time() - 2 * 86400
+        b.write("skewed", *({"iteration": s, "loss": loss(s), "timestamp": skewed + s}
+                            for s in range(1, 31)), file="history.jsonl")
+        b.step()
+        b.write("skewed", *({"iteration": s, "loss": math.nan if s == 35 else loss(s),
+                             "timestamp": skewed + s} for s in range(31, 41)),
+                file="history.jsonl")
+        b.step(time.time() + 10)  # ten lines in ten seconds, by both clocks
+        b.step(time.time() + 1000)
+        fired = sorted((n["rule"], n["facts"]["run"]) for n in b.notes()
+                       if n["kind"] == "firing")
+        assert fired == [("nan", "skewed"), ("stall", "skewed")]
     finally:
         b.monitor.close()
 
