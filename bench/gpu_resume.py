@@ -18,33 +18,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from trainer.checkpoint import checkpoint_path, trained_tensors  # noqa: E402
 from trainer.config import make_config  # noqa: E402
 from trainer.train import train  # noqa: E402
 
 N = 10  # steps before the resume; crosses the tiny preset's first epoch boundary
 
 
-def tensors(tree) -> list[torch.Tensor]:
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, dict):
-        return [t for key in sorted(tree) for t in tensors(tree[key])]
-    return []
-
-
-def state(run: Path) -> list[torch.Tensor]:
-    saved = torch.load(run / "ckpt" / f"step-{2 * N}.pt", weights_only=False)
-    return tensors({"drafter": saved["drafter"], "optimizer": saved["optimizer"]["state"]})
-
-
 def apart(a: Path, b: Path) -> float:
-    return max((x.float() - y.float()).abs().max().item()
-               for x, y in zip(state(a), state(b), strict=True))
+    """The largest difference between the two runs' tensors at their last checkpoint."""
+    last = [trained_tensors(checkpoint_path(run, 2 * N)) for run in (a, b)]
+    return max((x.float() - y.float()).abs().max().item() for x, y in zip(*last, strict=True))
 
 
 def one_mode(out: Path, device: str, strict: bool) -> None:

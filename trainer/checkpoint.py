@@ -149,6 +149,21 @@ class Saver:
             raise RuntimeError("saving a checkpoint failed") from error
 
 
+def trained_tensors(path: Path) -> list[torch.Tensor]:
+    """A checkpoint's drafter parameters and optimizer state, in a fixed order: what an exact
+    resume must give again (tests/trainer/test_trainer_resume.py, bench/gpu_resume.py)."""
+    saved = load_checkpoint(path)
+    return _tensors({"drafter": saved["drafter"], "optimizer": saved["optimizer"]["state"]})
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        return [t for key in sorted(tree) for t in _tensors(tree[key])]
+    return []
+
+
 def load_checkpoint(path: Path) -> dict:
     try:
         # our own file: it holds Python and NumPy RNG states, hence weights_only=False
