@@ -309,29 +309,36 @@ def newest_line(cursor, run: str, group: pd.DataFrame, watch: Watch) -> dict | N
            "lines_per_min": 60.0 * (tail["n"] - 1) / tail["span_s"]
            if tail["span_s"] and tail["span_s"] > 0 else None,
            "tail": (file, lo, last)}  # where pace.falling reads again once the run is quiet
-    for column in NEWEST:
-        row[column] = tail[column]
-        if pd.isna(tail[column]) and lines > tail["lines"]:
-            row[column] = older_value(cursor, column.removeprefix("last_"),
-                                      [(file, lo), *((f, last + 1) for f in group["file_id"]
-                                                     if f != file)])
-    row["stood_in"] = stand_ins(cursor, row, watch, [(f, last + 1) for f in group["file_id"]])
+    row.update({column: tail[column] for column in NEWEST})
+    if all(pd.notna(tail[column]) for column in NEWEST):
+        row["stood_in"] = None
+        return row
+    columns = _columns(cursor)  # once per run read: every older value asks which exist
+    if lines > tail["lines"]:
+        for column in NEWEST:
+            if pd.isna(row[column]):
+                row[column] = older_value(cursor, column.removeprefix("last_"), columns,
+                                          [(file, lo), *((f, last + 1) for f in
+                                                         group["file_id"] if f != file)])
+    row["stood_in"] = stand_ins(cursor, row, watch, columns,
+                                [(f, last + 1) for f in group["file_id"]])
     return row
 
 
-def stand_ins(cursor, row: dict, watch: Watch, places: list[tuple[int, int]]) -> str | None:
+def stand_ins(cursor, row: dict, watch: Watch, columns: set[str],
+              places: list[tuple[int, int]]) -> str | None:
     """Fill the loss or accuracy of a run that logs none under that name (its value is still
     missing after older_value) with the newest value of its own of that kind (Watch.stand_in:
     a TensorBoard run's train/loss); what stood in ("loss: train/loss"), else None. The
-    candidates are the database's columns in stand_in's order, tried until one holds a value
+    candidates are the database's ``columns`` in stand_in's order, tried until one holds a value
     of this run's: a run with no accuracy-like metric reads nothing where no log has one."""
     said = []
     for column in NEWEST:
         if not pd.isna(row[column]):
             continue
         metric = column.removeprefix("last_")
-        for name in watch.stand_ins(metric, sorted(_columns(cursor) - {metric})):
-            value = older_value(cursor, name, places)
+        for name in watch.stand_ins(metric, sorted(columns - {metric})):
+            value = older_value(cursor, name, columns, places)
             if value is not None:
                 row[column] = value
                 said.append(f"{metric}: {name}")
@@ -347,10 +354,11 @@ def file_end(cursor, file) -> tuple[int, int | None]:
     return int(file.rolled) + after, last
 
 
-def older_value(cursor, column: str, places: list[tuple[int, int]]) -> float | None:
+def older_value(cursor, column: str, columns: set[str],
+                places: list[tuple[int, int]]) -> float | None:
     """The newest non-NULL ``column`` below rowid ``before`` of each (file, before), or None
-    (also when no log has the column yet)."""
-    if column not in _columns(cursor):
+    (also when no log has the column yet: it is not among the metrics lines' ``columns``)."""
+    if column not in columns:
         return None
     found = [queries.execute(cursor, "read/runs_last_value", {"file": file, "before": before},
                              {"column": column}).fetchall()[0] for file, before in places]
